@@ -1,0 +1,27 @@
+"""divrl: reinforcement-learning fine-tuning of LLMs without diversity collapse.
+
+`import divrl` stays light: trainers (which pull in trl/transformers) load on first attribute access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# Public name -> module that defines it; resolved lazily by __getattr__.
+_LAZY_EXPORTS: dict[str, str] = {}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'divrl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY_EXPORTS])

@@ -1,0 +1,49 @@
+"""The `divrl` command line: one subcommand per module, registered lazily so `divrl --help` is fast.
+
+Each registered module defines `register(subparsers)` which adds its parser and sets
+`func=handler` (a callable taking the parsed `argparse.Namespace` and returning an exit code).
+Modules keep heavy imports (torch, trl, rdkit) inside their handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Top-level subcommands: name -> module with `register(subparsers)`.
+COMMANDS: dict[str, str] = {
+    "toy": "divrl.toy.cli",
+}
+
+# `divrl eval <name>` subcommands: name -> module with `register(subparsers)`.
+EVAL_COMMANDS: dict[str, str] = {}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the full parser, importing each subcommand module (all are light at import time)."""
+    parser = argparse.ArgumentParser(prog="divrl", description="RL fine-tuning without diversity collapse.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS.values():
+        importlib.import_module(module).register(subparsers)
+    if EVAL_COMMANDS:
+        eval_parser = subparsers.add_parser("eval", help="Evaluate models: recovery curves, molecule metrics.")
+        eval_sub = eval_parser.add_subparsers(dest="eval_command", metavar="EVALUATION")
+        for module in EVAL_COMMANDS.values():
+            importlib.import_module(module).register(eval_sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `divrl` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

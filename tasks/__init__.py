@@ -1,0 +1,1 @@
+"""Task modules shipped with divrl: hypospace, molecules."""
