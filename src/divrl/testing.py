@@ -1,0 +1,119 @@
+"""Tiny random causal LMs and a locally trained tokenizer, saved like hub checkpoints.
+
+Used by the test suite, `--dry-run` modes and benchmarks: nothing here touches a model hub, and the
+saved directory loads with `AutoModelForCausalLM.from_pretrained(path)` and
+`AutoTokenizer.from_pretrained(path)`.
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+ARCHITECTURES = ("qwen3", "gemma3")
+
+# ChatML, the format Qwen models use; works for any architecture since the special tokens are ours.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+def _training_corpus() -> list[str]:
+    """A small deterministic corpus covering letters, digits, arithmetic, SMILES-like strings and prose."""
+    words = (
+        "the answer is a number solve this problem think step by step hypothesis molecule ring carbon "
+        "oxygen nitrogen because therefore final result question reason idea diverse many one two three"
+    ).split()
+    lines = [" ".join(words[i:] + words[:i]) for i in range(len(words))]
+    lines += [f"{a} + {b} = {a + b}" for a in range(20) for b in range(0, 20, 3)]
+    lines += ["CCO c1ccccc1 CC(=O)O N#N C1CCCCC1 O=C=O CC(C)N [NH4+] Cl Br F", string.printable]
+    return lines
+
+
+def build_tokenizer(out_dir: str | Path, vocab_size: int = 512) -> Path:
+    """Train a byte-level BPE tokenizer with a ChatML template and save it (fast tokenizer) to `out_dir`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_training_corpus(), trainer=trainer)
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        chat_template=CHATML_TEMPLATE,
+    )
+    out = Path(out_dir)
+    wrapped.save_pretrained(out)
+    return out
+
+
+def _model_config(arch: str, vocab_size: int, hidden_size: int, num_layers: int, pad_id: int, eos_id: int):
+    """A transformers config of the given architecture, scaled down to `hidden_size` x `num_layers`."""
+    heads = max(2, hidden_size // 64)
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        head_dim=hidden_size // heads,
+        max_position_embeddings=2048,
+        pad_token_id=pad_id,
+        eos_token_id=eos_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
+    if arch == "qwen3":
+        from transformers import Qwen3Config
+
+        return Qwen3Config(**common)
+    if arch == "gemma3":
+        from transformers import Gemma3TextConfig
+
+        return Gemma3TextConfig(**common, sliding_window=64, query_pre_attn_scalar=hidden_size // heads)
+    raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHITECTURES}")
+
+
+def build_tiny_model(
+    arch: str,
+    out_dir: str | Path,
+    hidden_size: int = 32,
+    num_layers: int = 2,
+    vocab_size: int = 512,
+    seed: int = 0,
+) -> Path:
+    """Save a randomly initialised `arch` causal LM plus the local tokenizer to `out_dir` and return the path.
+
+    The directory loads exactly like a hub checkpoint; `seed` fixes the weights.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHITECTURES}")
+    out = Path(out_dir)
+    build_tokenizer(out, vocab_size=vocab_size)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    config = _model_config(
+        arch, len(tokenizer), hidden_size, num_layers, tokenizer.pad_token_id, tokenizer.eos_token_id
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out)
+    return out

@@ -1,0 +1,37 @@
+"""Shared fixtures: tiny random Qwen3 / Gemma3 checkpoints with a local tokenizer, built once per session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Directories of tiny random checkpoints, one per architecture in `divrl.testing.ARCHITECTURES`."""
+    from divrl.testing import ARCHITECTURES, build_tiny_model
+
+    root = tmp_path_factory.mktemp("tiny_models")
+    return {arch: build_tiny_model(arch, root / arch) for arch in ARCHITECTURES}
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3(tiny_model_dirs: dict[str, Path]) -> Path:
+    """Path of a tiny random Qwen3 checkpoint (hidden 32, 2 layers)."""
+    return tiny_model_dirs["qwen3"]
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3(tiny_model_dirs: dict[str, Path]) -> Path:
+    """Path of a tiny random Gemma3 text checkpoint (hidden 32, 2 layers)."""
+    return tiny_model_dirs["gemma3"]
+
+
+@pytest.fixture(scope="session", params=["qwen3", "gemma3"])
+def tiny_model(request: pytest.FixtureRequest, tiny_model_dirs: dict[str, Path]) -> Path:
+    """Each tiny checkpoint in turn (parametrised over architectures)."""
+    return tiny_model_dirs[request.param]
