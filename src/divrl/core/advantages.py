@@ -1,0 +1,82 @@
+"""Group-relative advantages (GRPO) and length-conditional advantage normalisation (seed 000, Eq. 6)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from divrl.core._groups import as_float_tensor, check_groups
+
+RewardScaling = Literal["group", "batch", "none"]
+
+
+def group_advantages(
+    rewards: torch.Tensor, group_size: int, scale: RewardScaling = "group", eps: float = 1e-4
+) -> torch.Tensor:
+    """(r - group mean), divided by the group std ("group"), the batch std ("batch") or nothing ("none").
+
+    Same convention as TRL's GRPOTrainer: unbiased std, `eps` added to the std.
+    """
+    rewards = as_float_tensor(rewards, "rewards")
+    num_groups = check_groups(rewards.numel(), group_size)
+    grouped = rewards.view(num_groups, group_size)
+    advantages = (grouped - grouped.mean(dim=1, keepdim=True)).reshape(-1)
+    if scale == "none":
+        return advantages
+    if scale == "group":
+        std = grouped.std(dim=1, keepdim=True) if group_size > 1 else torch.zeros(num_groups, 1)
+        return advantages / (std.expand(-1, group_size).reshape(-1) + eps)
+    if scale == "batch":
+        std = rewards.std() if rewards.numel() > 1 else rewards.new_zeros(())
+        return advantages / (std + eps)
+    raise ValueError(f"scale must be one of 'group', 'batch', 'none'; got {scale!r}")
+
+
+def length_bins(lengths: torch.Tensor, group_size: int, num_bins: int) -> torch.Tensor:
+    """Bin index in [0, num_bins) of each item by its length percentile (rank) inside its group.
+
+    Ranks (ties broken by position) split each group into `num_bins` near-equal bins, so every bin of a
+    group of size G >= num_bins holds floor or ceil of G / num_bins items, whatever the length spread.
+    """
+    lengths = as_float_tensor(lengths, "lengths")
+    num_groups = check_groups(lengths.numel(), group_size)
+    if num_bins < 1:
+        raise ValueError(f"num_bins must be >= 1, got {num_bins}")
+    grouped = lengths.view(num_groups, group_size)
+    # Stable sort gives a deterministic rank even among equal lengths.
+    ranks = torch.argsort(torch.argsort(grouped, dim=1, stable=True), dim=1)
+    return (ranks * num_bins // group_size).reshape(-1)
+
+
+def length_conditional_advantages(
+    rewards: torch.Tensor,
+    lengths: torch.Tensor,
+    group_size: int,
+    num_bins: int = 3,
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """Normalise rewards within length bins of each group (seed 000, Eq. 6).
+
+    A_i = (R_i - mean_bin) / (std_bin + eps), so long (complex) completions compete only with
+    completions of similar length. A bin with a single item has no spread to compare against: its
+    advantage falls back to the whole group's normalisation, rather than a meaningless 0.
+    """
+    rewards = as_float_tensor(rewards, "rewards")
+    if lengths.shape != rewards.shape:
+        raise ValueError(f"lengths shape {tuple(lengths.shape)} != rewards shape {tuple(rewards.shape)}")
+    num_groups = check_groups(rewards.numel(), group_size)
+    bins = length_bins(lengths, group_size, num_bins)
+    # Segment id = group * num_bins + bin: one scatter pass computes every bin's statistics.
+    segment = torch.arange(num_groups).repeat_interleave(group_size) * num_bins + bins
+    num_segments = num_groups * num_bins
+    count = torch.zeros(num_segments).index_add_(0, segment, torch.ones_like(rewards))
+    total = torch.zeros(num_segments).index_add_(0, segment, rewards)
+    mean = total / count.clamp(min=1)
+    sq_dev = torch.zeros(num_segments).index_add_(0, segment, (rewards - mean[segment]) ** 2)
+    std = torch.sqrt(sq_dev / (count - 1).clamp(min=1))
+    binned = (rewards - mean[segment]) / (std[segment] + eps)
+    singleton = count[segment] < 2
+    if singleton.any():
+        binned = torch.where(singleton, group_advantages(rewards, group_size, "group", eps), binned)
+    return binned
