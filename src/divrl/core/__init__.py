@@ -1,0 +1,56 @@
+"""Core diversity algorithms as small pure functions and classes; trainers and the toy backend both call them."""
+
+from divrl.core.advantages import group_advantages, length_bins, length_conditional_advantages
+from divrl.core.archive import AddStatus, ArchiveStats, GridArchive, archive_bonus
+from divrl.core.divergence import DIVERGENCES, exact_divergence, per_token_divergence
+from divrl.core.entropy import AdaptiveEntropyCoefficient
+from divrl.core.ips import IPSResult, group_outcome_frequencies, ips_scale, ips_scale_exact
+from divrl.core.metrics import (
+    distinct_outcomes,
+    empirical_distribution,
+    kl_divergence,
+    l1_distance,
+    mean_pairwise_cosine_distance,
+    outcome_entropy,
+)
+from divrl.core.novelty import NoveltyMemory, hashed_ngram_embedding
+from divrl.core.population import (
+    average_state_dicts,
+    lora_soup_delta,
+    perturb_,
+    project_to_rank,
+    select_top,
+    selection_scores,
+)
+
+__all__ = [
+    "DIVERGENCES",
+    "AdaptiveEntropyCoefficient",
+    "AddStatus",
+    "ArchiveStats",
+    "GridArchive",
+    "IPSResult",
+    "NoveltyMemory",
+    "archive_bonus",
+    "average_state_dicts",
+    "distinct_outcomes",
+    "empirical_distribution",
+    "exact_divergence",
+    "group_advantages",
+    "group_outcome_frequencies",
+    "hashed_ngram_embedding",
+    "ips_scale",
+    "ips_scale_exact",
+    "kl_divergence",
+    "l1_distance",
+    "length_bins",
+    "length_conditional_advantages",
+    "lora_soup_delta",
+    "mean_pairwise_cosine_distance",
+    "outcome_entropy",
+    "per_token_divergence",
+    "perturb_",
+    "project_to_rank",
+    "select_top",
+    "selection_scores",
+]

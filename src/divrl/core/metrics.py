@@ -1,0 +1,65 @@
+"""Diversity metrics: pairwise cosine distance, distinct outcomes, entropy, L1 and KL to a target."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Sequence
+
+import torch
+
+
+def mean_pairwise_cosine_distance(x: torch.Tensor) -> float:
+    """Mean of 1 - cos(x_i, x_j) over pairs i < j (0 for fewer than two rows)."""
+    if x.dim() != 2:
+        raise ValueError(f"expected a (batch, dim) tensor, got shape {tuple(x.shape)}")
+    n = x.shape[0]
+    if n < 2:
+        return 0.0
+    unit = torch.nn.functional.normalize(x.float(), dim=1)
+    similarity = unit @ unit.T
+    off_diagonal_sum = similarity.sum() - similarity.diagonal().sum()
+    return float(1.0 - off_diagonal_sum / (n * (n - 1)))
+
+
+def distinct_outcomes(keys: Sequence[Hashable | None]) -> int:
+    """Number of distinct valid outcomes (None ignored)."""
+    return len({k for k in keys if k is not None})
+
+
+def empirical_distribution(keys: Sequence[Hashable | None], support: Sequence[Hashable]) -> torch.Tensor:
+    """Frequencies of each support element among `keys` (None and keys outside the support count in the total)."""
+    if not keys:
+        raise ValueError("empirical_distribution needs at least one key")
+    counts = Counter(keys)
+    return torch.tensor([counts[s] for s in support], dtype=torch.float64) / len(keys)
+
+
+def _as_distribution(p: torch.Tensor | Sequence[float], name: str) -> torch.Tensor:
+    p = torch.as_tensor(p, dtype=torch.float64)
+    if p.dim() != 1 or (p < 0).any():
+        raise ValueError(f"{name} must be a 1-D non-negative vector, got {p.tolist()}")
+    return p
+
+
+def outcome_entropy(probs: torch.Tensor | Sequence[float]) -> float:
+    """Shannon entropy (nats) of a probability vector; zero entries contribute 0."""
+    p = _as_distribution(probs, "probs")
+    p = p[p > 0]
+    return float(-(p * p.log()).sum())
+
+
+def l1_distance(p: torch.Tensor | Sequence[float], q: torch.Tensor | Sequence[float]) -> float:
+    """Sum of absolute differences between two distributions on the same support."""
+    p, q = _as_distribution(p, "p"), _as_distribution(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"distributions have different supports: {p.numel()} vs {q.numel()} entries")
+    return float((p - q).abs().sum())
+
+
+def kl_divergence(p: torch.Tensor | Sequence[float], q: torch.Tensor | Sequence[float], eps: float = 1e-12) -> float:
+    """KL(p || q) in nats; q is floored at `eps` so a missed mode gives a large finite value."""
+    p, q = _as_distribution(p, "p"), _as_distribution(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"distributions have different supports: {p.numel()} vs {q.numel()} entries")
+    mask = p > 0
+    return float((p[mask] * (p[mask].log() - q[mask].clamp(min=eps).log())).sum())

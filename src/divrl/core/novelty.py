@@ -1,0 +1,77 @@
+"""kNN novelty reward over a rolling memory (MaxEnt-GRPO, seed 000) and a cheap default text embedding."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+# Texts longer than this are embedded from their first characters only: bounded cost for any model output.
+MAX_EMBED_CHARS = 8192
+
+
+class NoveltyMemory:
+    """Novelty = gamma x mean distance to the k nearest embeddings in a FIFO memory of `capacity` items."""
+
+    def __init__(self, capacity: int = 512, k: int = 5, gamma: float = 0.3) -> None:
+        if capacity < 1:
+            raise ValueError(f"novelty capacity must be >= 1, got {capacity}")
+        if k < 1:
+            raise ValueError(f"novelty k must be >= 1, got {k}")
+        if gamma < 0:
+            raise ValueError(f"novelty gamma must be >= 0, got {gamma}")
+        self.capacity, self.k, self.gamma = capacity, k, gamma
+        self._memory: torch.Tensor | None = None  # (n <= capacity, D), oldest first
+
+    def __len__(self) -> int:
+        return 0 if self._memory is None else self._memory.shape[0]
+
+    def _check(self, embeddings: torch.Tensor) -> torch.Tensor:
+        if embeddings.dim() != 2:
+            raise ValueError(f"embeddings must be (batch, dim), got shape {tuple(embeddings.shape)}")
+        if self._memory is not None and embeddings.shape[1] != self._memory.shape[1]:
+            raise ValueError(f"embedding dim {embeddings.shape[1]} != memory dim {self._memory.shape[1]}")
+        return embeddings.detach().float().cpu()
+
+    def score(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """Novelty of each row against the memory (before adding the batch); zeros while the memory is empty."""
+        embeddings = self._check(embeddings)
+        if self._memory is None:
+            return torch.zeros(embeddings.shape[0])
+        k = min(self.k, self._memory.shape[0])
+        distances = torch.cdist(embeddings, self._memory)
+        return self.gamma * distances.topk(k, dim=1, largest=False).values.mean(dim=1)
+
+    def add(self, embeddings: torch.Tensor) -> None:
+        """Append a batch, dropping the oldest items beyond capacity."""
+        embeddings = self._check(embeddings)
+        merged = embeddings if self._memory is None else torch.cat([self._memory, embeddings])
+        self._memory = merged[-self.capacity :].clone()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Configuration and memory contents (a tensor; save with torch.save)."""
+        return {"capacity": self.capacity, "k": self.k, "gamma": self.gamma, "memory": self._memory}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a memory saved by `state_dict`."""
+        self.capacity, self.k, self.gamma = int(state["capacity"]), int(state["k"]), float(state["gamma"])
+        memory = state["memory"]
+        self._memory = None if memory is None else torch.as_tensor(memory).float().clone()
+
+
+def hashed_ngram_embedding(texts: Sequence[str], dim: int = 256, n: int = 3) -> torch.Tensor:
+    """L2-normalised signed counts of hashed character n-grams: cheap, deterministic across processes.
+
+    Uses crc32 (not Python's salted `hash`) so every process and run maps a text to the same vector.
+    """
+    if dim < 1 or n < 1:
+        raise ValueError(f"dim and n must be >= 1, got dim={dim}, n={n}")
+    out = torch.zeros(len(texts), dim)
+    for row, text in enumerate(texts):
+        text = str(text)[:MAX_EMBED_CHARS]
+        for start in range(max(len(text) - n + 1, 1 if text else 0)):
+            digest = zlib.crc32(text[start : start + n].encode("utf-8", "surrogatepass"))
+            out[row, digest % dim] += 1.0 if (digest >> 31) & 1 else -1.0
+    return torch.nn.functional.normalize(out, dim=1)
