@@ -15,6 +15,7 @@ Values are differentiable w.r.t. `logp_policy`; used as a per-token loss term, a
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -44,7 +45,7 @@ def generator(kind: str, log_rho: torch.Tensor, alpha: float = 0.5) -> torch.Ten
     if kind == "forward_kl":
         return rho * log_rho - rho + 1.0
     if kind == "js":
-        log_half_sum = torch.logaddexp(log_rho, torch.zeros_like(log_rho)) - torch.log(torch.tensor(2.0))
+        log_half_sum = torch.logaddexp(log_rho, torch.zeros_like(log_rho)) - math.log(2.0)
         return 0.5 * (rho * (log_rho - log_half_sum) - log_half_sum)
     raise ValueError(f"unknown divergence {kind!r}; choose one of {', '.join(DIVERGENCES)}")
 

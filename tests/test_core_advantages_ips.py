@@ -1,0 +1,112 @@
+"""Group advantages, length-conditional normalisation and inverse probability scaling."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from divrl.core import (
+    group_advantages,
+    group_outcome_frequencies,
+    ips_scale,
+    ips_scale_exact,
+    length_bins,
+    length_conditional_advantages,
+)
+
+rewards_st = st.lists(st.floats(0, 10, allow_nan=False), min_size=1, max_size=16)
+
+
+def test_group_advantages_match_hand_computation():
+    rewards = torch.tensor([1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 1.0, 1.0])
+    centred = torch.tensor([-1.5, -0.5, 0.5, 1.5, -0.5, -0.5, 0.5, 0.5])
+    assert torch.allclose(group_advantages(rewards, 4, "none"), centred)
+    std1, std2 = torch.tensor([1.0, 2, 3, 4]).std(), torch.tensor([0.0, 0, 1, 1]).std()
+    expected = torch.cat([centred[:4] / (std1 + 1e-4), centred[4:] / (std2 + 1e-4)])
+    assert torch.allclose(group_advantages(rewards, 4, "group"), expected)
+    assert torch.allclose(group_advantages(rewards, 4, "batch"), centred / (rewards.std() + 1e-4))
+
+
+def test_group_advantages_reject_bad_input():
+    with pytest.raises(ValueError, match="group_size=3"):
+        group_advantages(torch.ones(4), 3)
+    with pytest.raises(ValueError, match="scale"):
+        group_advantages(torch.ones(4), 2, "median")
+
+
+@given(rewards_st, st.integers(1, 4))
+def test_group_advantages_sum_to_zero_per_group(values, group_size):
+    rewards = torch.tensor(values * group_size)  # length divisible by group_size
+    adv = group_advantages(rewards, group_size, "none").view(-1, group_size)
+    assert torch.allclose(adv.sum(dim=1), torch.zeros(adv.shape[0]), atol=1e-4)
+
+
+def test_length_bins_split_each_group_by_rank():
+    lengths = torch.tensor([50.0, 10, 40, 20, 30, 60, 5, 5, 5, 5, 5, 5])
+    bins = length_bins(lengths, 6, 3)
+    assert bins[:6].tolist() == [2, 0, 1, 0, 1, 2]
+    assert sorted(bins[6:].tolist()) == [0, 0, 1, 1, 2, 2]  # ties split deterministically by position
+
+
+def test_length_conditional_advantages_normalise_within_bins():
+    rewards = torch.tensor([1.0, 0.0, 5.0, 3.0])
+    lengths = torch.tensor([1.0, 2.0, 10.0, 11.0])  # bin 0: items 0,1 ; bin 1: items 2,3
+    adv = length_conditional_advantages(rewards, lengths, 4, num_bins=2)
+    low = torch.tensor([1.0, 0.0])
+    high = torch.tensor([5.0, 3.0])
+    expected = torch.cat([(low - low.mean()) / (low.std() + 1e-4), (high - high.mean()) / (high.std() + 1e-4)])
+    assert torch.allclose(adv, expected)
+
+
+def test_length_conditional_singleton_bin_falls_back_to_group():
+    rewards = torch.tensor([1.0, 0.0, 2.0])
+    adv = length_conditional_advantages(rewards, torch.tensor([1.0, 2.0, 3.0]), 3, num_bins=3)
+    assert torch.allclose(adv, group_advantages(rewards, 3))
+    assert torch.isfinite(adv).all()
+
+
+def test_length_conditional_with_one_bin_equals_group_advantages():
+    torch.manual_seed(0)
+    rewards, lengths = torch.rand(12), torch.randint(1, 50, (12,)).float()
+    assert torch.allclose(length_conditional_advantages(rewards, lengths, 4, num_bins=1), group_advantages(rewards, 4))
+
+
+def test_outcome_frequencies_and_none():
+    p = group_outcome_frequencies(["a", "a", "b", None], 4)
+    assert p[:3].tolist() == [0.5, 0.5, 0.25] and torch.isnan(p[3])
+
+
+@settings(max_examples=50)
+@given(rewards_st)
+def test_ips_all_distinct_multiplies_by_group_size(values):
+    rewards = torch.tensor(values)
+    result = ips_scale(rewards, list(range(len(values))), len(values))
+    assert torch.allclose(result.rewards, rewards * len(values))
+    assert result.distinct_per_group.tolist() == [len(values)]
+
+
+@settings(max_examples=50)
+@given(rewards_st)
+def test_ips_identical_outcomes_leave_rewards_unchanged(values):
+    rewards = torch.tensor(values)
+    assert torch.allclose(ips_scale(rewards, ["same"] * len(values), len(values)).rewards, rewards)
+
+
+def test_ips_mixed_group_with_invalid_items():
+    rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 2.0, 2.0])
+    result = ips_scale(rewards, ["x", "x", "y", None, "z", "z"], 3, epsilon=0.5)
+    # group 1: x twice (p=2/3 -> x1.5), y once (p=1/3 floored at 0.5 -> x2); group 2: None kept, z p=2/3
+    assert torch.allclose(result.rewards, torch.tensor([1.5, 1.5, 2.0, 0.0, 3.0, 3.0]))
+    assert result.max_scale == pytest.approx(2.0)
+
+
+def test_ips_rejects_bad_epsilon_and_lengths():
+    with pytest.raises(ValueError, match="epsilon"):
+        ips_scale(torch.ones(2), ["a", "b"], 2, epsilon=0.0)
+    with pytest.raises(ValueError, match="outcome keys"):
+        ips_scale(torch.ones(2), ["a"], 1)
+
+
+def test_ips_exact_divides_by_floored_probability():
+    rewards, probs = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.5, 0.25, 0.0])
+    assert torch.allclose(ips_scale_exact(rewards, probs, epsilon=0.1), torch.tensor([2.0, 8.0, 30.0]))

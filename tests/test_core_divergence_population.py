@@ -1,0 +1,150 @@
+"""f-divergence estimators, population soups and diversity metrics."""
+
+import math
+
+import pytest
+import torch
+
+from divrl.core import (
+    DIVERGENCES,
+    average_state_dicts,
+    distinct_outcomes,
+    empirical_distribution,
+    exact_divergence,
+    kl_divergence,
+    l1_distance,
+    lora_soup_delta,
+    mean_pairwise_cosine_distance,
+    outcome_entropy,
+    per_token_divergence,
+    perturb_,
+    project_to_rank,
+    select_top,
+    selection_scores,
+)
+
+
+@pytest.fixture
+def two_distributions():
+    generator = torch.Generator().manual_seed(0)
+    policy = torch.softmax(torch.randn(6, generator=generator, dtype=torch.float64), 0)
+    reference = torch.softmax(torch.randn(6, generator=generator, dtype=torch.float64), 0)
+    return policy, reference
+
+
+def test_exact_divergences_match_textbook_formulas(two_distributions):
+    pi, mu = two_distributions
+    mid = (pi + mu) / 2
+    textbook = {
+        "reverse_kl": (pi * (pi / mu).log()).sum(),
+        "forward_kl": (mu * (mu / pi).log()).sum(),
+        "js": 0.5 * (mu * (mu / mid).log()).sum() + 0.5 * (pi * (pi / mid).log()).sum(),
+        "alpha": 4 * (1 - (pi * mu).sqrt().sum()),  # alpha = 0.5: 4 (1 - Bhattacharyya coefficient)
+    }
+    for kind in DIVERGENCES:
+        assert float(exact_divergence(pi, mu, kind)) == pytest.approx(float(textbook[kind]), rel=1e-9)
+
+
+def test_alpha_limits_are_the_two_kls(two_distributions):
+    pi, mu = two_distributions
+    def value(kind: str, alpha: float = 0.5) -> float:
+        return float(exact_divergence(pi, mu, kind, alpha=alpha))
+
+    assert value("alpha", 1.0) == pytest.approx(value("forward_kl"))
+    assert value("alpha", 0.0) == pytest.approx(value("reverse_kl"))
+    assert value("alpha", 0.999) == pytest.approx(value("forward_kl"), rel=1e-2)  # continuous at the limit
+
+
+@pytest.mark.parametrize("kind", DIVERGENCES)
+@pytest.mark.parametrize("source", ["policy", "reference"])
+def test_estimators_agree_in_expectation_with_exact_values(two_distributions, kind, source):
+    pi, mu = two_distributions
+    # The expectation over the sampling distribution, computed exactly (no Monte-Carlo noise).
+    sampler = pi if source == "policy" else mu
+    support = torch.arange(pi.numel())
+    values = per_token_divergence(pi.log()[support], mu.log()[support], kind, samples_from=source)
+    assert float((sampler * values).sum()) == pytest.approx(float(exact_divergence(pi, mu, kind)), rel=1e-9)
+    assert (values >= -1e-12).all()  # every per-token value is non-negative
+
+
+def test_reverse_kl_on_policy_samples_is_trl_k3():
+    logp, logr = torch.tensor([-1.0, -2.0, -0.5]), torch.tensor([-1.5, -1.0, -0.5])
+    k3 = torch.exp(logr - logp) - (logr - logp) - 1
+    assert torch.allclose(per_token_divergence(logp, logr, "reverse_kl"), k3)
+
+
+def test_divergence_is_differentiable_and_rejects_unknown():
+    logp = torch.tensor([-1.0, -2.0], requires_grad=True)
+    per_token_divergence(logp, torch.tensor([-1.2, -0.3]), "js").sum().backward()
+    assert logp.grad is not None and torch.isfinite(logp.grad).all()
+    with pytest.raises(ValueError, match="forward_kl"):
+        per_token_divergence(logp, logp.detach(), "hellinger")
+
+
+def test_divergence_is_finite_for_extreme_log_ratios():
+    values = per_token_divergence(torch.tensor([0.0, -200.0]), torch.tensor([-200.0, 0.0]), "forward_kl")
+    assert torch.isfinite(values).all()
+
+
+def test_selection_and_top_m():
+    scores = selection_scores(torch.tensor([0.5, 1.0, 0.2]), torch.tensor([1.0, 0.0, 4.0]))
+    assert torch.allclose(scores, torch.tensor([1.0, 1.0, 1.0]))
+    assert select_top(torch.tensor([0.1, 0.9, 0.5, 0.9]), 3) == [1, 3, 2]
+    with pytest.raises(ValueError, match="M=4"):
+        select_top(torch.tensor([1.0, 2.0]), 4)
+
+
+def test_average_state_dicts():
+    a, b = {"w": torch.tensor([0.0, 2.0])}, {"w": torch.tensor([2.0, 4.0])}
+    assert torch.allclose(average_state_dicts([a, b])["w"], torch.tensor([1.0, 3.0]))
+    assert torch.allclose(average_state_dicts([a, b], [3, 1])["w"], torch.tensor([0.5, 2.5]))
+    assert torch.equal(average_state_dicts([a])["w"], a["w"])
+    with pytest.raises(ValueError, match="parameter names"):
+        average_state_dicts([a, {"v": torch.zeros(2)}])
+
+
+def test_lora_soup_is_exact_in_delta_space():
+    generator = torch.Generator().manual_seed(1)
+    members = [(torch.randn(4, 7, generator=generator), torch.randn(5, 4, generator=generator), 2.0) for _ in range(3)]
+    weights = [0.5, 0.3, 0.2]
+    expected = sum(w * s * b @ a for w, (a, b, s) in zip(weights, members))
+    assert torch.allclose(lora_soup_delta(members, weights), expected, atol=1e-5)
+    a, b, s = members[0]
+    assert torch.allclose(lora_soup_delta([members[0]]), s * b @ a)  # soup of one adapter is that adapter
+    assert torch.allclose(lora_soup_delta([members[0]] * 3), s * b @ a, atol=1e-5)  # K identical adapters
+
+
+def test_rank_projection_error_is_discarded_singular_values():
+    generator = torch.Generator().manual_seed(2)
+    delta = torch.randn(8, 6, generator=generator)
+    a, b, error = project_to_rank(delta, 3, scale=2.0)
+    sigma = torch.linalg.svdvals(delta)
+    assert error == pytest.approx(float((sigma[3:] ** 2).sum().sqrt() / (sigma**2).sum().sqrt()), rel=1e-5)
+    assert float(torch.linalg.norm(delta - 2.0 * b @ a) / torch.linalg.norm(delta)) == pytest.approx(error, rel=1e-4)
+    a, b, error = project_to_rank(delta, 10, scale=2.0)  # rank above min dims: exact, zero-padded
+    assert a.shape == (10, 6) and b.shape == (8, 10) and error == pytest.approx(0.0, abs=1e-6)
+    assert torch.allclose(2.0 * b @ a, delta, atol=1e-4)
+
+
+def test_perturb_adds_seeded_noise():
+    x, y = torch.zeros(1000), torch.zeros(1000)
+    perturb_([x], 0.1, torch.Generator().manual_seed(0))
+    perturb_([y], 0.1, torch.Generator().manual_seed(0))
+    assert torch.equal(x, y) and float(x.std()) == pytest.approx(0.1, rel=0.1)
+    z = torch.ones(3)
+    perturb_([z], 0.0)
+    assert torch.equal(z, torch.ones(3))
+
+
+def test_diversity_metrics():
+    assert mean_pairwise_cosine_distance(torch.eye(3)) == pytest.approx(1.0)
+    assert mean_pairwise_cosine_distance(torch.ones(4, 2)) == pytest.approx(0.0, abs=1e-6)
+    assert distinct_outcomes(["a", "b", "a", None]) == 2
+    p = empirical_distribution(["a", "b", "a", None], ["a", "b"])
+    assert p.tolist() == [0.5, 0.25]
+    assert outcome_entropy([0.5, 0.5, 0.0]) == pytest.approx(0.6931, abs=1e-4)
+    assert l1_distance([0.1, 0.9], [0.3, 0.7]) == pytest.approx(0.4)
+    assert kl_divergence([0.5, 0.5], [0.25, 0.75]) == pytest.approx(0.5 * math.log(2.0) + 0.5 * math.log(2 / 3))
+    assert kl_divergence([1.0, 0.0], [0.0, 1.0]) == pytest.approx(math.log(1e12))  # missed mode: floored, finite
+    with pytest.raises(ValueError, match="supports"):
+        l1_distance([1.0], [0.5, 0.5])
