@@ -14,7 +14,10 @@ from collections.abc import Sequence
 
 # Top-level subcommands: name -> module with `register(subparsers)`.
 COMMANDS: dict[str, str] = {
+    "fit-law": "divrl.analysis.law",
+    "plot": "divrl.analysis.curves",
     "toy": "divrl.toy.cli",
+    "prepare-model": "divrl.models",
 }
 
 # `divrl eval <name>` subcommands: name -> module with `register(subparsers)`.

