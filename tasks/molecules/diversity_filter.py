@@ -1,0 +1,113 @@
+"""REINVENT/Saturn-style diversity filter: scaffold buckets that zero the reward of crowded scaffolds.
+
+Semantics of REINVENT's IdenticalMurckoScaffold filter (the one Saturn and seed 001 use with bucket
+size 10): a molecule already memorised scores `repeat_penalty` x its score (0 by default); otherwise
+a molecule scoring >= `min_score` is memorised in its scaffold's bucket, and once the bucket holds
+more than `bucket_size` molecules, it scores 0. Scaffolds are Bemis-Murcko ("murcko") or their
+generic, all-carbon single-bond form ("generic"); acyclic molecules share the empty scaffold "".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from divrl.tasks.molecules.chem import extract_smiles, parse_smiles, quiet_rdkit
+from rdkit import Chem
+from rdkit.Chem.Scaffolds import MurckoScaffold
+
+SCAFFOLD_KINDS = ("murcko", "generic")
+
+
+def scaffold_of(mol: Chem.Mol, kind: str = "murcko") -> str:
+    """Scaffold SMILES (non-isomeric) of a molecule: its Bemis-Murcko scaffold, or that made generic."""
+    with quiet_rdkit():
+        scaffold = MurckoScaffold.GetScaffoldForMol(mol)
+        if kind == "generic":
+            scaffold = MurckoScaffold.MakeScaffoldGeneric(scaffold)
+        return Chem.MolToSmiles(scaffold, isomericSmiles=False)
+
+
+class DiversityFilter:
+    """Scaffold-bucket diversity filter; call it on (SMILES, scores) or `wrap` a TRL reward function."""
+
+    def __init__(
+        self, scaffold: str = "murcko", bucket_size: int = 10, min_score: float = 0.4, repeat_penalty: float = 0.0
+    ) -> None:
+        if scaffold not in SCAFFOLD_KINDS:
+            raise ValueError(f"scaffold must be one of {SCAFFOLD_KINDS}, got {scaffold!r}")
+        if isinstance(bucket_size, bool) or not isinstance(bucket_size, int) or bucket_size < 1:
+            raise ValueError(f"bucket_size must be a positive integer, got {bucket_size!r}")
+        if not 0.0 <= repeat_penalty <= 1.0:
+            raise ValueError(f"repeat_penalty must be a multiplier in [0, 1], got {repeat_penalty!r}")
+        self.scaffold = scaffold
+        self.bucket_size = bucket_size
+        self.min_score = float(min_score)
+        self.repeat_penalty = float(repeat_penalty)
+        self.buckets: dict[str, int] = {}
+        self.memory: set[str] = set()
+
+    def config(self) -> dict[str, Any]:
+        """The filter's parameters."""
+        return {
+            "scaffold": self.scaffold,
+            "bucket_size": self.bucket_size,
+            "min_score": self.min_score,
+            "repeat_penalty": self.repeat_penalty,
+        }
+
+    def __call__(self, smiles: Sequence[str | None], scores: Sequence[float | None]) -> list[float | None]:
+        """Filtered scores, updating the memory in batch order; None scores and invalid SMILES pass through."""
+        if len(smiles) != len(scores):
+            raise ValueError(f"got {len(smiles)} SMILES but {len(scores)} scores")
+        filtered = []
+        for s, score in zip(smiles, scores, strict=True):
+            mol = parse_smiles(s)
+            if mol is None or score is None:
+                filtered.append(score)
+                continue
+            canonical = Chem.MolToSmiles(mol)
+            if canonical in self.memory:
+                filtered.append(float(score) * self.repeat_penalty)
+                continue
+            if score >= self.min_score:
+                scaffold = scaffold_of(mol, self.scaffold)
+                self.memory.add(canonical)
+                self.buckets[scaffold] = self.buckets.get(scaffold, 0) + 1
+                if self.buckets[scaffold] > self.bucket_size:
+                    score = 0.0
+            filtered.append(float(score))
+        return filtered
+
+    def wrap(self, reward_func: Callable[..., list[float]]) -> Callable[..., list[float]]:
+        """A TRL reward function that applies this filter to `reward_func`'s rewards (named `<name>_df`)."""
+        diversity_filter = self
+
+        def filtered_reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+            rewards = reward_func(prompts=prompts, completions=completions, **kwargs)
+            smiles = [extract_smiles(c) for c in completions]
+            result = diversity_filter(smiles, rewards)
+            log_metric = kwargs.get("log_metric")
+            if callable(log_metric) and rewards:
+                zeroed = sum(1 for before, after in zip(rewards, result, strict=True) if after < before)
+                log_metric("diversity_filter/penalised_fraction", zeroed / len(rewards))
+                log_metric("diversity_filter/scaffolds", float(len(diversity_filter.buckets)))
+            return result
+
+        filtered_reward.__name__ = f"{getattr(reward_func, '__name__', type(reward_func).__name__)}_df"
+        return filtered_reward
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state (config, buckets, memorised SMILES) for trainer checkpoints."""
+        return {"config": self.config(), "buckets": dict(self.buckets), "memory": sorted(self.memory)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict` output; a state saved with different parameters is refused."""
+        if not isinstance(state, dict) or not {"config", "buckets", "memory"} <= set(state):
+            raise ValueError("not a DiversityFilter state dict: expected keys config, buckets, memory")
+        if state["config"] != self.config():
+            raise ValueError(
+                f"diversity filter state was saved with {state['config']}, this filter has {self.config()}"
+            )
+        self.buckets = {str(k): int(v) for k, v in state["buckets"].items()}
+        self.memory = {str(s) for s in state["memory"]}

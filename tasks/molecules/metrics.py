@@ -1,0 +1,148 @@
+"""Discovery metrics: validity, uniqueness, novelty, internal diversity, Generative Yield, Oracle Burden.
+
+Internal diversity comes in two conventions that give different numbers on the same molecules, so
+each has its own function and the name says which:
+- MOSES (`intdiv_moses`): Morgan radius 2, 1024 bits, over the valid molecules WITH duplicates,
+  mean over all N^2 pairs including the diagonal; IntDiv_p = 1 - mean_i (mean_j T_ij^p)^(1/p)
+  (IntDiv = p 1, IntDiv2 = p 2).
+- TDC/PMO (`intdiv_tdc`): Morgan radius 2, 2048 bits, over the UNIQUE valid molecules, mean of
+  1 - T_ij over the pairs i < j.
+Yield and Oracle Burden read an oracle-call history (`CachedScorer.history`, or any sequence of
+(smiles, score) pairs in call order): only real oracle calls consume budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from divrl.tasks.molecules.chem import canonical_smiles, parse_smiles
+from rdkit import Chem, DataStructs
+from rdkit.Chem import rdFingerprintGenerator
+
+History = Sequence[tuple[str, float]]
+
+
+def _valid_canonical(smiles: Iterable[str | None]) -> list[str]:
+    """Canonical SMILES of the valid entries, duplicates and order kept."""
+    mols = (parse_smiles(s) for s in smiles)
+    return [canonical_smiles(m) for m in mols if m is not None]
+
+
+def validity(smiles: Sequence[str | None]) -> float:
+    """Fraction of entries that are valid molecules (None counts as invalid)."""
+    if not smiles:
+        raise ValueError("validity of an empty list of molecules is undefined")
+    return len(_valid_canonical(smiles)) / len(smiles)
+
+
+def uniqueness(smiles: Sequence[str | None]) -> float:
+    """Distinct valid molecules / valid molecules (MOSES unique@all); 0 when none is valid."""
+    valid = _valid_canonical(smiles)
+    return len(set(valid)) / len(valid) if valid else 0.0
+
+
+def novelty(smiles: Sequence[str | None], reference: Iterable[str]) -> float:
+    """Fraction of the distinct valid molecules absent from `reference` (compared canonically); 0 if none."""
+    generated = set(_valid_canonical(smiles))
+    if not generated:
+        return 0.0
+    known = set(_valid_canonical(reference))
+    return len(generated - known) / len(generated)
+
+
+def _morgan_bits(canonical: Sequence[str], n_bits: int) -> np.ndarray:
+    """Morgan radius-2 bit fingerprints (no chirality) as a (N, n_bits) 0/1 float array."""
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=n_bits)
+    return np.array([generator.GetFingerprintAsNumPy(Chem.MolFromSmiles(s)) for s in canonical], dtype=np.float64)
+
+
+def intdiv_moses(smiles: Sequence[str | None], p: int = 1, block: int = 1024) -> float | None:
+    """MOSES IntDiv_p (1024-bit Morgan r2, valid molecules with duplicates, all N^2 pairs); None if no valid."""
+    valid = _valid_canonical(smiles)
+    if not valid:
+        return None
+    bits = _morgan_bits(valid, 1024)
+    counts = bits.sum(axis=1)
+    per_molecule = np.empty(len(valid))
+    for start in range(0, len(valid), block):  # row blocks keep memory at block x N
+        shared = bits[start : start + block] @ bits.T
+        union = counts[start : start + block, None] + counts[None, :] - shared
+        tanimoto = np.divide(shared, union, out=np.ones_like(shared), where=union > 0)  # 0/0 -> 1, as MOSES
+        per_molecule[start : start + block] = np.mean(tanimoto**p, axis=1) ** (1.0 / p)
+    return float(1.0 - per_molecule.mean())
+
+
+def intdiv_tdc(smiles: Sequence[str | None]) -> float | None:
+    """TDC/PMO diversity (2048-bit Morgan r2, unique valid molecules, pairs i < j); None if < 2 unique."""
+    unique = sorted(set(_valid_canonical(smiles)))
+    if len(unique) < 2:
+        return None
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=2048)
+    fps = [generator.GetFingerprint(Chem.MolFromSmiles(s)) for s in unique]
+    total = sum(sum(DataStructs.BulkTanimotoSimilarity(fps[i], fps[:i])) for i in range(1, len(fps)))
+    pairs = len(fps) * (len(fps) - 1) / 2
+    return float(1.0 - total / pairs)
+
+
+def yield_curve(history: History, tau: float) -> list[int]:
+    """Number of distinct molecules with score > tau found after each oracle call."""
+    found: set[str] = set()
+    curve = []
+    for smiles, score in history:
+        if score > tau:
+            found.add(smiles)
+        curve.append(len(found))
+    return curve
+
+
+def generative_yield(history: History, tau: float, budget: int | None = None) -> int:
+    """Generative Yield@tau: distinct molecules with score > tau within the first `budget` oracle calls."""
+    if budget is not None and budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    calls = history if budget is None else history[:budget]
+    return len({smiles for smiles, score in calls if score > tau})
+
+
+def oracle_burden(history: History, tau: float, n: int = 100) -> int | None:
+    """Oracle Burden OB_tau(n): oracle calls needed to find n distinct molecules with score > tau;
+    None when the history never gets there."""
+    if n < 1:
+        raise ValueError(f"oracle burden needs n >= 1, got {n}")
+    for calls, found in enumerate(yield_curve(history, tau), start=1):
+        if found >= n:
+            return calls
+    return None
+
+
+def molecule_metrics(
+    smiles: Sequence[str | None],
+    scores: Sequence[float],
+    history: History,
+    reference: Iterable[str],
+    taus: Sequence[float] = (0.8, 0.85),
+    ob_n: int = 100,
+) -> dict:
+    """All metrics of one sample: per-sample SMILES (None = nothing extracted), their scores, and the
+    oracle-call history that produced them. JSON-able; undefined values are None."""
+    if len(smiles) != len(scores):
+        raise ValueError(f"got {len(smiles)} SMILES but {len(scores)} scores")
+    values = np.asarray(scores, dtype=np.float64)
+    return {
+        "samples": len(smiles),
+        "validity": validity(smiles),
+        "uniqueness": uniqueness(smiles),
+        "novelty": novelty(smiles, reference),
+        "intdiv_moses": intdiv_moses(smiles, p=1),
+        "intdiv2_moses": intdiv_moses(smiles, p=2),
+        "intdiv_tdc": intdiv_tdc(smiles),
+        "reward": {
+            "mean": float(values.mean()),
+            "std": float(values.std()),
+            "max": float(values.max()),
+            "quantiles": {f"q{int(q * 100)}": float(np.quantile(values, q)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)},
+        },
+        "oracle_calls": len(history),
+        "yield": {str(tau): generative_yield(history, tau) for tau in taus},
+        f"oracle_burden_{ob_n}": {str(tau): oracle_burden(history, tau, ob_n) for tau in taus},
+    }

@@ -1,0 +1,138 @@
+"""Discovery metrics against hand computation and brute-force internal diversity in both conventions."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from divrl.tasks.molecules.metrics import (
+    generative_yield,
+    intdiv_moses,
+    intdiv_tdc,
+    molecule_metrics,
+    novelty,
+    oracle_burden,
+    uniqueness,
+    validity,
+    yield_curve,
+)
+from divrl.tasks.molecules.scoring import CachedScorer
+from rdkit import Chem, DataStructs
+from rdkit.Chem import rdFingerprintGenerator
+
+SAMPLE = [
+    "CC(=O)Oc1ccccc1C(=O)O",
+    "OC(=O)c1ccccc1OC(C)=O",  # aspirin again, spelled differently
+    "Cn1c(=O)c2c(ncn2C)n(C)c1=O",
+    "CC(=O)Nc1ccc(O)cc1",
+    "CC(C)Cc1ccc(cc1)C(C)C(=O)O",
+    "c1ccc2ccccc2c1",
+    "CC(=O)Nc1ccc(O)cc1",  # paracetamol again
+    "C1CC",  # invalid
+    None,  # nothing extracted
+]
+
+
+def _fingerprints(smiles: list[str], n_bits: int) -> list:
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=n_bits)
+    return [generator.GetFingerprint(Chem.MolFromSmiles(s)) for s in smiles]
+
+
+def test_validity_uniqueness_novelty_by_hand() -> None:
+    assert validity(SAMPLE) == pytest.approx(7 / 9)
+    assert uniqueness(SAMPLE) == pytest.approx(5 / 7)  # 5 distinct among 7 valid
+    reference = ["O=C(C)Oc1ccccc1C(O)=O", "c1ccc2ccccc2c1", "CCCC"]  # aspirin, naphthalene, butane
+    assert novelty(SAMPLE, reference) == pytest.approx(3 / 5)
+    assert uniqueness([None, "C1CC"]) == 0.0 and novelty([None], reference) == 0.0
+    with pytest.raises(ValueError, match="empty"):
+        validity([])
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_intdiv_moses_matches_brute_force(p: int) -> None:
+    valid = [s for s in SAMPLE if s is not None and Chem.MolFromSmiles(s) is not None]
+    fps = _fingerprints(valid, 1024)
+    per_molecule = [np.mean([DataStructs.TanimotoSimilarity(a, b) ** p for b in fps]) ** (1 / p) for a in fps]
+    assert intdiv_moses(SAMPLE, p=p) == pytest.approx(1 - np.mean(per_molecule), abs=1e-12)
+    assert intdiv_moses(SAMPLE, p=p, block=2) == pytest.approx(intdiv_moses(SAMPLE, p=p), abs=1e-12)
+
+
+def test_intdiv_tdc_matches_brute_force() -> None:
+    unique = sorted({Chem.MolToSmiles(Chem.MolFromSmiles(s)) for s in SAMPLE[:7]})
+    fps = _fingerprints(unique, 2048)
+    pairs = [DataStructs.TanimotoSimilarity(a, b) for a, b in itertools.combinations(fps, 2)]
+    assert len(pairs) == 10
+    assert intdiv_tdc(SAMPLE) == pytest.approx(1 - np.mean(pairs), abs=1e-12)
+
+
+def test_conventions_differ_where_they_should() -> None:
+    """MOSES counts duplicates and the diagonal; TDC uses distinct molecules and i < j only."""
+    pair = ["CCO", "c1ccccc1"]
+    assert intdiv_moses(["CCO", "OCC"]) == pytest.approx(0.0)  # all pairs identical
+    assert intdiv_tdc(["CCO", "OCC"]) is None  # a single distinct molecule has no pair
+    t = DataStructs.TanimotoSimilarity(*_fingerprints(pair, 1024))
+    assert intdiv_moses(pair) == pytest.approx(1 - (1 + t) / 2)
+    assert intdiv_tdc(pair) == pytest.approx(1 - DataStructs.TanimotoSimilarity(*_fingerprints(pair, 2048)))
+    assert intdiv_moses([None, "junk"]) is None
+
+
+HISTORY = [("A", 0.9), ("B", 0.5), ("C", 0.85), ("D", 0.95), ("E", 0.8), ("F", 0.99)]
+
+
+def test_yield_and_burden_on_a_crafted_history() -> None:
+    assert yield_curve(HISTORY, 0.8) == [1, 1, 2, 3, 3, 4]  # E scores exactly tau: not above it
+    assert generative_yield(HISTORY, 0.8) == 4
+    assert generative_yield(HISTORY, 0.8, budget=3) == 2
+    assert generative_yield(HISTORY, 0.9) == 2
+    assert generative_yield(HISTORY, 0.8, budget=0) == 0
+    assert oracle_burden(HISTORY, 0.8, n=1) == 1
+    assert oracle_burden(HISTORY, 0.8, n=2) == 3
+    assert oracle_burden(HISTORY, 0.8, n=4) == 6
+    assert oracle_burden(HISTORY, 0.8, n=5) is None
+    assert generative_yield([("A", 0.9), ("A", 0.9)], 0.5) == 1  # a history with repeats counts them once
+    with pytest.raises(ValueError, match="n >= 1"):
+        oracle_burden(HISTORY, 0.8, n=0)
+
+
+def test_cache_repeats_do_not_consume_oracle_budget() -> None:
+    oracle_scores = {"CCO": 0.9, "CCN": 0.1, "CCC": 0.95, "CCCl": 0.99}
+    scorer = CachedScorer(oracle_scores.__getitem__)
+    sampled = ["CCO", "OCC", "CCN", "C(C)O", "CCC", "ClCC"]  # six samples, four distinct molecules
+    scorer.score(sampled)
+    assert [call.smiles for call in scorer.history] == ["CCO", "CCN", "CCC", "CCCl"]
+    assert oracle_burden(scorer.history, 0.8, n=2) == 3  # the 3rd oracle call, although the 5th sample
+    assert oracle_burden(scorer.history, 0.8, n=3) == 4
+    assert generative_yield(scorer.history, 0.8, budget=2) == 1
+
+
+def test_molecule_metrics_is_json_and_consistent() -> None:
+    scorer = CachedScorer(lambda s: 0.9 if "n" in s.lower() else 0.5)
+    scores = scorer.score(SAMPLE)
+    metrics = molecule_metrics(SAMPLE, scores, scorer.history, ["CC(=O)Oc1ccccc1C(=O)O"], taus=(0.8,), ob_n=2)
+    json.dumps(metrics, allow_nan=False)
+    assert metrics["samples"] == 9 and metrics["oracle_calls"] == 5
+    assert metrics["validity"] == pytest.approx(7 / 9) and metrics["novelty"] == pytest.approx(4 / 5)
+    assert metrics["intdiv_tdc"] == intdiv_tdc(SAMPLE) and metrics["intdiv2_moses"] == intdiv_moses(SAMPLE, p=2)
+    assert metrics["yield"] == {"0.8": 2}  # caffeine and paracetamol contain N
+    assert metrics["oracle_burden_2"] == {"0.8": 3}
+    assert metrics["reward"]["max"] == 0.9
+    with pytest.raises(ValueError, match="SMILES but"):
+        molecule_metrics(SAMPLE, scores[:2], scorer.history, [])
+
+
+@pytest.mark.parametrize("n_bits", [1024, 2048])
+def test_fingerprints_match_the_legacy_api_moses_and_tdc_call(n_bits: int) -> None:
+    """MOSES and TDC call AllChem.GetMorganFingerprintAsBitVect(mol, 2, nBits); the generator gives the same bits."""
+    from rdkit import rdBase
+    from rdkit.Chem import AllChem
+
+    legacy = getattr(AllChem, "GetMorganFingerprintAsBitVect", None)
+    if legacy is None:
+        pytest.skip("this RDKit no longer ships the legacy Morgan API")
+    for smiles in SAMPLE[:7]:
+        mol = Chem.MolFromSmiles(smiles)
+        with rdBase.BlockLogs():
+            expected = list(legacy(mol, 2, nBits=n_bits).GetOnBits())
+        assert list(_fingerprints([smiles], n_bits)[0].GetOnBits()) == expected
