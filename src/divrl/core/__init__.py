@@ -4,6 +4,7 @@ from divrl.core.advantages import group_advantages, length_bins, length_conditio
 from divrl.core.archive import AddStatus, ArchiveStats, GridArchive, archive_bonus
 from divrl.core.divergence import DIVERGENCES, exact_divergence, per_token_divergence
 from divrl.core.entropy import AdaptiveEntropyCoefficient
+from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, trajectory_balance_loss
 from divrl.core.ips import IPSResult, group_outcome_frequencies, ips_scale, ips_scale_exact
 from divrl.core.metrics import (
     distinct_outcomes,
@@ -25,6 +26,8 @@ from divrl.core.population import (
 
 __all__ = [
     "DIVERGENCES",
+    "FLOWRL_BETA",
+    "FLOWRL_IMPORTANCE_CLIP",
     "AdaptiveEntropyCoefficient",
     "AddStatus",
     "ArchiveStats",
@@ -53,4 +56,5 @@ __all__ = [
     "project_to_rank",
     "select_top",
     "selection_scores",
+    "trajectory_balance_loss",
 ]
