@@ -79,23 +79,9 @@ class DiversityFilter:
             filtered.append(float(score))
         return filtered
 
-    def wrap(self, reward_func: Callable[..., list[float]]) -> Callable[..., list[float]]:
+    def wrap(self, reward_func: Callable[..., list[float]]) -> FilteredReward:
         """A TRL reward function that applies this filter to `reward_func`'s rewards (named `<name>_df`)."""
-        diversity_filter = self
-
-        def filtered_reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
-            rewards = reward_func(prompts=prompts, completions=completions, **kwargs)
-            smiles = [extract_smiles(c) for c in completions]
-            result = diversity_filter(smiles, rewards)
-            log_metric = kwargs.get("log_metric")
-            if callable(log_metric) and rewards:
-                zeroed = sum(1 for before, after in zip(rewards, result, strict=True) if after < before)
-                log_metric("diversity_filter/penalised_fraction", zeroed / len(rewards))
-                log_metric("diversity_filter/scaffolds", float(len(diversity_filter.buckets)))
-            return result
-
-        filtered_reward.__name__ = f"{getattr(reward_func, '__name__', type(reward_func).__name__)}_df"
-        return filtered_reward
+        return FilteredReward(self, reward_func)
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state (config, buckets, memorised SMILES) for trainer checkpoints."""
@@ -111,3 +97,28 @@ class DiversityFilter:
             )
         self.buckets = {str(k): int(v) for k, v in state["buckets"].items()}
         self.memory = {str(s) for s in state["memory"]}
+
+
+class FilteredReward:
+    """TRL reward function: `reward_func`'s rewards through a diversity filter (a class, so it pickles).
+
+    Logs the fraction of completions the filter penalised and the number of scaffold buckets when TRL
+    passes `log_metric`.
+    """
+
+    def __init__(self, diversity_filter: DiversityFilter, reward_func: Callable[..., list[float]]) -> None:
+        self.diversity_filter = diversity_filter
+        self.reward_func = reward_func
+        self.__name__ = f"{getattr(reward_func, '__name__', type(reward_func).__name__)}_df"
+
+    def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float | None]:
+        rewards = self.reward_func(prompts=prompts, completions=completions, **kwargs)
+        result = self.diversity_filter([extract_smiles(c) for c in completions], rewards)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and rewards:
+            penalised = sum(
+                1 for before, after in zip(rewards, result, strict=True) if before is not None and after < before
+            )
+            log_metric("diversity_filter/penalised_fraction", penalised / len(rewards))
+            log_metric("diversity_filter/scaffolds", float(len(self.diversity_filter.buckets)))
+        return result

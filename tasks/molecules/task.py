@@ -1,0 +1,119 @@
+"""The molecule task object for the divrl trainers (protocol in `divrl.task`).
+
+Reward: the cached cheap MPO of the first SMILES in each completion (optionally through a scaffold
+diversity filter). IPS outcome key: the canonical SMILES. QD behaviour: molecular weight and Crippen
+logP, each mapped linearly onto [0, 1] from a configurable range (values outside are clipped).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from divrl.tasks.molecules.chem import extract_smiles, parse_smiles, quiet_rdkit
+from divrl.tasks.molecules.diversity_filter import DiversityFilter
+from divrl.tasks.molecules.rewards import DEFAULT_COMPONENTS, MPO, SmilesComponent
+from divrl.tasks.molecules.scoring import CachedScorer
+from rdkit.Chem import Crippen, Descriptors
+
+DEFAULT_MOLWT_RANGE = (100.0, 600.0)
+DEFAULT_LOGP_RANGE = (-2.0, 6.0)
+
+
+class MoleculeReward:
+    """TRL reward function `f(prompts, completions, **columns) -> list[float]` over a `CachedScorer`.
+
+    Completions may be strings or chat lists. When TRL passes `log_metric`, it logs the batch's
+    validity, the cache hit rate and the number of oracle calls so far under `molecules/`.
+    """
+
+    def __init__(self, scorer: CachedScorer, name: str = "molecule_mpo") -> None:
+        self.scorer = scorer
+        self.__name__ = name
+
+    def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float]:
+        smiles = [extract_smiles(c) for c in completions]
+        scores = self.scorer.score(smiles)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and smiles:
+            log_metric("molecules/validity", sum(s is not None for s in smiles) / len(smiles))
+            log_metric("molecules/cache_hit_rate", self.scorer.hit_rate)
+            log_metric("molecules/oracle_calls", float(self.scorer.oracle_calls))
+        return scores
+
+
+def _unit_interval(value: float, bounds: tuple[float, float]) -> float:
+    """`value` mapped linearly from `bounds` onto [0, 1], clipped."""
+    low, high = bounds
+    return min(1.0, max(0.0, (value - low) / (high - low)))
+
+
+class MoleculeTask:
+    """SMILES generation with cheap RDKit rewards; implements reward_funcs, outcome_key and behavior."""
+
+    name = "molecules"
+    behavior_dims = 2
+
+    def __init__(
+        self,
+        components: Sequence[str] = DEFAULT_COMPONENTS,
+        *,
+        extra_components: Mapping[str, SmilesComponent] | None = None,
+        weights: Mapping[str, float] | None = None,
+        hbd_threshold: int = 3,
+        diversity_filter: DiversityFilter | None = None,
+        workers: int = 1,
+        pool_threshold: int = 256,
+        molwt_range: tuple[float, float] = DEFAULT_MOLWT_RANGE,
+        logp_range: tuple[float, float] = DEFAULT_LOGP_RANGE,
+    ) -> None:
+        for field, (low, high) in (("molwt_range", molwt_range), ("logp_range", logp_range)):
+            if not low < high:
+                raise ValueError(f"{field} must be (low, high) with low < high, got {(low, high)}")
+        self.mpo = MPO(components, extra_components=extra_components, weights=weights, hbd_threshold=hbd_threshold)
+        self.scorer = CachedScorer(self.mpo, workers=workers, pool_threshold=pool_threshold)
+        self.diversity_filter = diversity_filter
+        self.molwt_range = molwt_range
+        self.logp_range = logp_range
+        self._descriptors = functools.lru_cache(maxsize=100_000)(self._descriptors_of)
+
+    def reward_funcs(self) -> list[Callable[..., list[float]]]:
+        """One reward function: the cached MPO, through the diversity filter when one is configured."""
+        reward = MoleculeReward(self.scorer)
+        return [reward if self.diversity_filter is None else self.diversity_filter.wrap(reward)]
+
+    def outcome_key(self, completion: Any, **row: Any) -> str | None:
+        """IPS outcome: the canonical SMILES of the completion's molecule, None when there is none."""
+        return extract_smiles(completion)
+
+    def behavior(self, completion: Any, **row: Any) -> tuple[float, float] | None:
+        """QD descriptor in [0, 1]^2: (molecular weight, Crippen logP) normalised by their ranges."""
+        smiles = extract_smiles(completion)
+        return None if smiles is None else self._descriptors(smiles)
+
+    def _descriptors_of(self, smiles: str) -> tuple[float, float] | None:
+        """Normalised (MolWt, logP) of a canonical SMILES (memoised per task in `_descriptors`)."""
+        mol = parse_smiles(smiles)
+        if mol is None:
+            return None
+        with quiet_rdkit():
+            molwt, logp = Descriptors.MolWt(mol), Crippen.MolLogP(mol)
+        return _unit_interval(molwt, self.molwt_range), _unit_interval(logp, self.logp_range)
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state for checkpoints: the reward cache/oracle history and the diversity filter."""
+        state: dict[str, Any] = {"scorer": self.scorer.state_dict()}
+        if self.diversity_filter is not None:
+            state["diversity_filter"] = self.diversity_filter.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict` output (the diversity filter part must match this task's filter)."""
+        if "scorer" not in state:
+            raise ValueError("not a MoleculeTask state dict: missing 'scorer'")
+        if ("diversity_filter" in state) != (self.diversity_filter is not None):
+            raise ValueError("the checkpoint and this task disagree on whether a diversity filter is used")
+        self.scorer.load_state_dict(state["scorer"])
+        if self.diversity_filter is not None:
+            self.diversity_filter.load_state_dict(state["diversity_filter"])
