@@ -1,0 +1,230 @@
+"""`divrl toy`: train methods on a toy environment, print a results table, write metrics.json and plots.
+
+Light at import time: torch, numpy and matplotlib load inside the handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from divrl.toy.methods import COMPONENTS, Method
+
+ENVS = ("bandit", "multiplicity", "hypergrid", "ideas")
+
+# Per-environment defaults of the shared training options (seed 001's prototypes for the tabular
+# environments, seed 000's section 5 for ideas). Command-line values override them.
+ENV_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bandit": {"steps": 1000, "group_size": 16, "lr": 0.02, "updates_per_batch": 1, "kl_coef": 0.0,
+               "entropy_coef": 0.0, "target_entropy": 1.0},
+    "multiplicity": {"steps": 3000, "group_size": 32, "lr": 0.05, "updates_per_batch": 1, "kl_coef": 0.0,
+                     "entropy_coef": 0.01, "target_entropy": 0.5},
+    "hypergrid": {"steps": 2000, "group_size": 32, "lr": 0.05, "updates_per_batch": 1, "kl_coef": 0.0,
+                  "entropy_coef": 0.01, "target_entropy": 0.5},
+    "ideas": {"steps": 120, "group_size": 16, "lr": 3e-4, "updates_per_batch": 4, "kl_coef": 0.01,
+              "entropy_coef": 0.0, "target_entropy": 1.0},
+}
+
+# Environment-specific options (argparse dest -> flag) and the environments that accept each.
+ENV_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "rewards": ("--rewards", ("bandit",)),
+    "initial_logits": ("--initial-logits", ("bandit",)),
+    "reward_noise": ("--reward-noise", ("bandit",)),
+    "dim": ("--dim", ("hypergrid", "ideas")),
+    "side": ("--side", ("hypergrid",)),
+    "r0": ("--r0", ("hypergrid",)),
+    "r1": ("--r1", ("hypergrid",)),
+    "r2": ("--r2", ("hypergrid",)),
+    "exec_lambda": ("--exec-lambda", ("ideas",)),
+    "noise": ("--noise", ("ideas",)),
+    "landscape_seed": ("--landscape-seed", ("ideas",)),
+}
+
+# Training options: argparse dest -> (flag, type, help). None defaults mean "environment default".
+TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
+    "steps": ("--steps", int, "training steps (ideas: epochs)"),
+    "group_size": ("--group-size", int, "samples per group G"),
+    "lr": ("--lr", float, "Adam learning rate"),
+    "updates_per_batch": ("--updates", int, "clipped gradient steps per sampled batch"),
+    "clip": ("--clip", float, "PPO ratio clip (default 0.2)"),
+    "adv_scale": ("--adv-scale", str, "advantage scaling: group | batch | none (default group)"),
+    "kl_coef": ("--kl-coef", float, "reverse-KL weight toward the initial policy"),
+    "dph_coef": ("--dph-coef", float, "forward-KL / JS weight for fkl / js (default 0.1)"),
+    "entropy_coef": ("--entropy-coef", float, "fixed entropy bonus"),
+    "target_entropy": ("--target-entropy", float, "maxent: per-token target entropy"),
+    "alpha_lr": ("--alpha-lr", float, "maxent: dual-descent step of alpha (default 0.01)"),
+    "ips_epsilon": ("--ips-epsilon", float, "ips: probability floor epsilon (default 1e-3)"),
+    "beta_new": ("--beta-new", float, "qd: bonus for a new archive cell (default 0.5)"),
+    "beta_imp": ("--beta-imp", float, "qd: bonus for an improved cell (default 0.3)"),
+    "novelty_gamma": ("--novelty-gamma", float, "maxent: novelty coefficient (default 0.3)"),
+    "novelty_k": ("--novelty-k", int, "maxent: nearest neighbours (default 5)"),
+    "novelty_capacity": ("--novelty-capacity", int, "maxent: novelty memory size (default 512)"),
+    "length_bins": ("--length-bins", int, "maxent: length bins L (default 3)"),
+    "population": ("--population", int, "pop: members K (default 5)"),
+    "pop_interval": ("--pop-interval", int, "pop: steps between soups T (default 10)"),
+    "pop_top": ("--pop-top", int, "pop: members averaged M (default 3)"),
+    "pop_sigma": ("--pop-sigma", float, "pop: perturbation std (default 0.01)"),
+}
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _method_list(text: str) -> list[str]:
+    """Parse and validate `--methods` (comma-separated; components joined by '+')."""
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    if not methods:
+        raise argparse.ArgumentTypeError(f"no method given; valid components: {', '.join(COMPONENTS)}")
+    try:
+        for method in methods:
+            Method.parse(method)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if len(set(methods)) != len(methods):
+        raise argparse.ArgumentTypeError(f"--methods lists a method twice: {text}")
+    return methods
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `toy` subcommand."""
+    parser = subparsers.add_parser(
+        "toy",
+        help="Train methods on a toy environment (bandit, multiplicity grid, hyper-grid, ideas).",
+        description="Train GRPO variants on a toy environment of seeds 000/001; prints a results table and "
+        "writes OUT/metrics.json plus PNG plots. Methods: " + ", ".join(COMPONENTS)
+        + ", combined with '+' (e.g. pop+ips+qd).",
+    )
+    parser.add_argument("--env", required=True, choices=ENVS, help="toy environment")
+    parser.add_argument("--methods", required=True, type=_method_list,
+                        help="comma-separated methods, e.g. grpo,ips,pop+ips+qd")
+    parser.add_argument("--seeds", type=int, default=3, help="number of seeds: 42, 142, 242, ... (default 3)")
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--ips-exact", action="store_true",
+                        help="ips on tabular envs: divide by the exact outcome probability, not the group frequency")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    train = parser.add_argument_group("training (defaults depend on --env)")
+    for dest, (flag, kind, text) in TRAIN_OPTIONS.items():
+        train.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+    env = parser.add_argument_group("environment")
+    env.add_argument("--rewards", type=_float_list, help="bandit: arm rewards, e.g. 1,2,3,4 (default 1,2,3,4)")
+    env.add_argument("--initial-logits", type=_float_list, help="bandit: initial policy logits (default 0s)")
+    env.add_argument("--reward-noise", type=float, help="bandit: Gaussian reward noise std (default 0)")
+    env.add_argument("--dim", type=int, help="hypergrid: dimensions D (default 2); ideas: idea dimension (16)")
+    env.add_argument("--side", type=int, help="hypergrid: side H (default 8)")
+    env.add_argument("--r0", type=float, help="hypergrid: R0 (default 0.1)")
+    env.add_argument("--r1", type=float, help="hypergrid: R1 (default 0.5)")
+    env.add_argument("--r2", type=float, help="hypergrid: R2 (default 2.0)")
+    env.add_argument("--exec-lambda", type=float, help="ideas: lambda in P_exec (default 1.0)")
+    env.add_argument("--noise", type=float, help="ideas: execution noise std (default 0.3)")
+    env.add_argument("--landscape-seed", type=int, help="ideas: seed of the peak directions (default 0)")
+    parser.set_defaults(func=handler)
+
+
+def env_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The environment options given on the command line; ValueError if one does not apply to --env."""
+    given = {dest: getattr(args, dest) for dest in ENV_OPTIONS if getattr(args, dest) is not None}
+    wrong = [ENV_OPTIONS[d][0] for d in given if args.env not in ENV_OPTIONS[d][1]]
+    if wrong:
+        valid = [flag for flag, envs in ENV_OPTIONS.values() if args.env in envs]
+        raise ValueError(f"option(s) {', '.join(wrong)} do not apply to --env {args.env}; "
+                         f"its options are: {', '.join(valid) or 'none'}")
+    return given
+
+
+def build_env(name: str, options: dict[str, Any]) -> Any:
+    """Construct the named environment from its command-line options."""
+    from divrl.toy import envs
+
+    if name == "bandit":
+        return envs.make_bandit(options.get("rewards", [1.0, 2.0, 3.0, 4.0]), options.get("initial_logits"),
+                                options.get("reward_noise", 0.0))
+    if name == "multiplicity":
+        return envs.make_multiplicity_grid()
+    if name == "hypergrid":
+        return envs.make_hypergrid(**options)
+    return envs.IdeaEnv(**options)
+
+
+def train_config(args: argparse.Namespace) -> Any:
+    """TrainConfig from the environment defaults overridden by the given training options."""
+    from divrl.toy.runner import TrainConfig
+
+    values = dict(ENV_DEFAULTS[args.env])
+    values.update({dest: getattr(args, dest) for dest in TRAIN_OPTIONS if getattr(args, dest) is not None})
+    values["ips_exact"] = args.ips_exact
+    return TrainConfig(**values)
+
+
+class Progress:
+    """Progress on stderr: a rewritten line on a terminal, a line per 10 % otherwise."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label, self.enabled = label, enabled
+        self.tty = sys.stderr.isatty()
+        self.start = time.perf_counter()
+        self.last_decile = -1
+
+    def __call__(self, step: int, total: int) -> None:
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self.start
+        line = f"{self.label}: step {step}/{total} ({elapsed:.1f}s)"
+        if self.tty:
+            sys.stderr.write("\r" + line + ("\n" if step == total else ""))
+            sys.stderr.flush()
+        elif step * 10 // total > self.last_decile:
+            self.last_decile = step * 10 // total
+            print(line, file=sys.stderr, flush=True)
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Run every method over all seeds, then print the table and write metrics.json and plots."""
+    try:
+        options = env_options(args)
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        env = build_env(args.env, options)
+        cfg = train_config(args)
+    except ValueError as error:
+        print(f"divrl toy: error: {error}", file=sys.stderr)
+        return 2
+    from dataclasses import asdict
+
+    from divrl.toy.envs import TabularEnv
+    from divrl.toy.plots import plot_all
+    from divrl.toy.report import format_table, metrics_document
+    from divrl.toy.runner import train
+
+    seeds = [42 + 100 * i for i in range(args.seeds)]
+    runs = []
+    for i, method in enumerate(args.methods, start=1):
+        progress = Progress(f"[{i}/{len(args.methods)}] {method} on {args.env} ({len(seeds)} seeds)", not args.quiet)
+        try:
+            runs.append(train(env, method, cfg, seeds, progress))
+        except ValueError as error:
+            print(f"divrl toy: error: {error}", file=sys.stderr)
+            return 2
+    tabular = isinstance(env, TabularEnv)
+    config = {"methods": args.methods, "seeds": seeds, "env_options": options, **asdict(cfg)}
+    doc = metrics_document(args.env, config, runs, env.target.tolist() if tabular else None)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "metrics.json").write_text(json.dumps(doc, indent=1))
+    print(f"\n{args.env}: final metrics (mean ± std over {len(seeds)} seeds, last 10 steps)")
+    print(format_table(doc))
+    if tabular:
+        target = ", ".join(f"{t:.3f}" for t in env.outcome_freqs(env.target).tolist())
+        print(f"target outcome_freqs ({', '.join(env.freq_labels)}): [{target}]")
+    written = [args.out / "metrics.json"]
+    if not args.no_plots:
+        written += plot_all(runs, env, args.out)
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0

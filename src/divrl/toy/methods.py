@@ -1,0 +1,36 @@
+"""Method names of the toy backend: GRPO plus components joined by '+' (no torch import: the CLI uses it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js")
+DIVERGENCE_OF = {"fkl": "forward_kl", "js": "js"}  # component -> divrl.core divergence replacing reverse KL
+
+
+@dataclass(frozen=True)
+class Method:
+    """GRPO plus the components named in a `+` combination such as `pop+ips+qd`."""
+
+    name: str
+    ips: bool = False
+    qd: bool = False
+    maxent: bool = False
+    pop: bool = False
+    divergence: str = "reverse_kl"  # regulariser toward the frozen initial policy
+
+    @classmethod
+    def parse(cls, name: str) -> Method:
+        """Parse `a+b+...`; raises ValueError listing the valid components on anything unknown."""
+        parts = [p.strip() for p in name.strip().split("+")]
+        unknown = [p for p in parts if p not in COMPONENTS]
+        if unknown or not name.strip():
+            raise ValueError(f"unknown method component(s) {unknown or [name]} in {name!r}; "
+                             f"valid: {', '.join(COMPONENTS)} (combine with '+', e.g. pop+ips+qd)")
+        if len(set(parts)) != len(parts):
+            raise ValueError(f"method {name!r} repeats a component")
+        divergences = [p for p in parts if p in DIVERGENCE_OF]
+        if len(divergences) > 1:
+            raise ValueError(f"method {name!r} combines {' and '.join(divergences)}: choose one divergence")
+        return cls(name=name.strip(), ips="ips" in parts, qd="qd" in parts, maxent="maxent" in parts,
+                   pop="pop" in parts, divergence=DIVERGENCE_OF[divergences[0]] if divergences else "reverse_kl")

@@ -1,0 +1,58 @@
+"""metrics.json documents and the printed results table of toy runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from divrl.toy.runner import FINAL_WINDOW, MethodRun
+
+
+def _mean_std(per_seed: np.ndarray) -> dict[str, Any]:
+    """Mean and sample std (ddof = 1; 0 for a single seed) over the seed axis; lists for vector metrics."""
+    mean = per_seed.mean(axis=0)
+    std = per_seed.std(axis=0, ddof=1) if per_seed.shape[0] > 1 else np.zeros_like(mean)
+    return {"mean": mean.tolist(), "std": std.tolist()}
+
+
+def summarise(run: MethodRun) -> dict[str, Any]:
+    """{"final": {METRIC: {"mean", "std"}}, "curves": {METRIC: per-step means}} of one method.
+
+    "final" is each seed's mean over the last FINAL_WINDOW steps, then mean and std over seeds.
+    """
+    final, curves = {}, {}
+    for name, values in run.curves.items():  # values: (seeds, steps) or (seeds, steps, k)
+        window = values[:, -min(FINAL_WINDOW, values.shape[1]) :]
+        final[name] = _mean_std(window.mean(axis=1))
+        curves[name] = values.mean(axis=0).tolist()
+    return {"final": final, "curves": curves}
+
+
+def metrics_document(
+    env_name: str, config: dict[str, Any], runs: list[MethodRun], target: list[float] | None
+) -> dict[str, Any]:
+    """The metrics.json document: env, config, target (where one exists) and every method's summary."""
+    doc: dict[str, Any] = {"env": env_name, "config": config}
+    if target is not None:
+        doc["target"] = target
+    doc["methods"] = {run.method: summarise(run) for run in runs}
+    return doc
+
+
+def _cell(stat: dict[str, Any]) -> str:
+    mean, std = stat["mean"], stat["std"]
+    if isinstance(mean, list):
+        return "[" + ", ".join(f"{m:.3f}" for m in mean) + "]"
+    return f"{mean:.4f} ± {std:.4f}"
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """Plain-text table: one row per method, final mean ± std per metric (vector metrics as mean lists)."""
+    methods = doc["methods"]
+    metrics = list(next(iter(methods.values()))["final"])
+    rows = [["method", *metrics]] + [[name, *(_cell(m["final"][k]) for k in metrics)] for name, m in methods.items()]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

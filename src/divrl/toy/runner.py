@@ -1,0 +1,369 @@
+"""One training loop for every method and `+` combination on every toy environment.
+
+A method is GRPO plus optional components: `ips` (reward / outcome probability), `qd` (MAP-Elites
+archive bonuses), `maxent` (adaptive entropy bonus, kNN novelty, length-conditional advantages),
+`pop` (population with periodic selection, soup and perturbation), `fkl` / `js` (mass-covering
+divergence to the frozen initial policy, on samples drawn from it, replacing the reverse KL). All
+algorithmic pieces come from `divrl.core`; this module only wires them to the toy policies.
+All seeds (and population members) train together as one batch of independent policies, each seed
+with its own random generator, so a seed's run does not depend on which other seeds share the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from divrl.core import (
+    AdaptiveEntropyCoefficient,
+    GridArchive,
+    NoveltyMemory,
+    archive_bonus,
+    average_state_dicts,
+    distinct_outcomes,
+    empirical_distribution,
+    group_advantages,
+    ips_scale,
+    ips_scale_exact,
+    kl_divergence,
+    l1_distance,
+    length_conditional_advantages,
+    mean_pairwise_cosine_distance,
+    outcome_entropy,
+    per_token_divergence,
+    perturb_,
+    select_top,
+    selection_scores,
+)
+from divrl.toy.envs import IdeaEnv, TabularEnv
+from divrl.toy.methods import Method
+from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
+
+TABULAR_METRICS = ("l1_to_target", "kl_to_target", "max_outcome_prob", "distinct_outcomes", "outcome_freqs")
+IDEA_METRICS = ("mean_reward", "max_reward", "diversity", "complexity")
+FINAL_WINDOW = 10  # "final" metrics average the last 10 steps (seed 000's protocol)
+
+Env = TabularEnv | IdeaEnv
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters shared by all methods (component ones are ignored when the component is off)."""
+
+    steps: int
+    group_size: int
+    lr: float
+    updates_per_batch: int = 1  # clipped gradient steps on each sampled batch (PPO/GRPO "mu")
+    clip: float = 0.2
+    adv_scale: str = "group"  # group_advantages scaling: group std, batch std or none
+    kl_coef: float = 0.0  # reverse-KL (k3) weight toward the initial policy
+    dph_coef: float = 0.1  # forward-KL / JS weight for fkl / js (DPH-RL)
+    reference_samples: int = 256  # samples per member drawn once from the initial policy for fkl / js
+    entropy_coef: float = 0.0  # fixed entropy bonus (seed 001 regularises every hyper-grid method)
+    target_entropy: float = 1.0  # maxent: per-token entropy target H*
+    alpha_lr: float = 0.01  # maxent: dual-descent step of the entropy coefficient
+    ips_epsilon: float = 1e-3
+    ips_exact: bool = False  # tabular only: divide by the exact outcome probability, not the group frequency
+    beta_new: float = 0.5
+    beta_imp: float = 0.3
+    novelty_capacity: int = 512
+    novelty_k: int = 5
+    novelty_gamma: float = 0.3
+    length_bins: int = 3
+    population: int = 5
+    pop_interval: int = 10
+    pop_top: int = 3
+    pop_sigma: float = 0.01
+
+    def __post_init__(self) -> None:
+        checks = {
+            "steps": self.steps >= 1, "group_size": self.group_size >= 2, "lr": self.lr > 0,
+            "updates_per_batch": self.updates_per_batch >= 1, "clip": self.clip > 0,
+            "kl_coef": self.kl_coef >= 0, "dph_coef": self.dph_coef >= 0, "entropy_coef": self.entropy_coef >= 0,
+            "reference_samples": self.reference_samples >= 1, "population": self.population >= 1,
+            "pop_interval": self.pop_interval >= 1, "pop_top": 1 <= self.pop_top <= self.population,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"invalid training option(s) {', '.join(bad)}: got "
+                             + ", ".join(f"{b}={getattr(self, b)}" for b in bad))
+        if self.adv_scale not in ("group", "batch", "none"):
+            raise ValueError(f"adv_scale must be group, batch or none, got {self.adv_scale!r}")
+
+
+@dataclass
+class MethodRun:
+    """Per-seed curves of one method: metric -> array (seeds, steps) or (seeds, steps, k)."""
+
+    method: str
+    seeds: list[int]
+    curves: dict[str, np.ndarray]
+    final_distribution: np.ndarray | None = None  # tabular: (seeds, O), mean over the final window
+    complexity_early: np.ndarray | None = None  # ideas: ||x|| of the first window's ideas, seeds pooled
+    complexity_late: np.ndarray | None = None
+
+
+class _Trainer:
+    """State of one method's run over all seeds: policy members, optimiser, per-member core objects."""
+
+    def __init__(self, env: Env, method: Method, cfg: TrainConfig, seeds: list[int]) -> None:
+        if cfg.ips_exact and isinstance(env, IdeaEnv):
+            raise ValueError("--ips-exact needs a tabular environment (bandit, multiplicity, hypergrid): "
+                             "ideas are continuous, their outcome probability is not known exactly")
+        self.env, self.method, self.cfg, self.seeds = env, method, cfg, seeds
+        self.members = cfg.population if method.pop else 1
+        num = len(seeds) * self.members
+        self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        if isinstance(env, IdeaEnv):
+            inits = [g for g in self.generators for _ in range(self.members)]
+            self.policy: Policy = IdeaPolicy(env, num, inits)
+            self.batch = env.num_prompts * cfg.group_size
+            self.cells = GridArchive(env.archive_dims, env.archive_ranges)  # IPS outcome = behaviour cell
+        else:
+            self.policy = TabularPolicy(env, num)
+            self.batch = cfg.group_size
+        self.params: Params = self.policy.params
+        self.reference: Params = {k: v.detach().clone() for k, v in self.params.items()}
+        self.optimizer = torch.optim.Adam(list(self.params.values()), lr=cfg.lr)
+        self.archives = [GridArchive(env.archive_dims, env.archive_ranges) for _ in range(num)]
+        self.novelty = [NoveltyMemory(cfg.novelty_capacity, cfg.novelty_k, cfg.novelty_gamma) for _ in range(num)]
+        self.alphas = [AdaptiveEntropyCoefficient(cfg.target_entropy, cfg.alpha_lr) for _ in range(num)]
+        self.ref_rollout: Rollout | None = None
+        if method.divergence != "reverse_kl":
+            self.ref_rollout = self._sample(self.reference, cfg.reference_samples)
+            self.ref_logp = self.policy.token_log_probs(self.reference, self.ref_rollout)
+
+    # -- sampling and rewards (one generator per seed) ------------------------------------------------
+    def _per_seed(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        return list(tensor.split(self.members))
+
+    def _sample(self, params: Params, num_samples: int) -> Rollout:
+        noise = torch.cat([self.policy.draw_noise(self.members, num_samples, g) for g in self.generators])
+        return self.policy.sample(params, noise)
+
+    def _rewards(self, rollout: Rollout) -> torch.Tensor:
+        parts = self._per_seed(rollout.outcomes)
+        return torch.cat([self.env.sample_rewards(o, g) for o, g in zip(parts, self.generators)])
+
+    # -- per-sample views used by the components ------------------------------------------------------
+    def _outcome_keys(self, rollout: Rollout) -> list[int]:
+        if isinstance(self.env, IdeaEnv):
+            return self.cells.cell_index(self.env.behaviour(rollout.outcomes).flatten(0, 1).numpy()).tolist()
+        return rollout.outcomes.flatten().tolist()
+
+    def _descriptors(self, rollout: Rollout) -> torch.Tensor:
+        if isinstance(self.env, IdeaEnv):
+            return self.env.behaviour(rollout.outcomes)
+        return self.env.descriptors[rollout.outcomes]
+
+    def _embeddings(self, rollout: Rollout) -> torch.Tensor:
+        return rollout.outcomes if isinstance(self.env, IdeaEnv) else self.env.descriptors[rollout.outcomes]
+
+    def _lengths(self, rollout: Rollout) -> torch.Tensor:
+        if isinstance(self.env, IdeaEnv):
+            return rollout.outcomes.norm(dim=-1)  # complexity stands in for thinking length
+        return rollout.lengths.float()
+
+    # -- the method ------------------------------------------------------------------------------------
+    def shaped_rewards(self, rollout: Rollout, rewards: torch.Tensor, dist: torch.Tensor | None) -> torch.Tensor:
+        """Task reward -> IPS scaling -> + archive bonus -> + novelty, per member (P, N)."""
+        cfg, method = self.cfg, self.method
+        shaped = rewards
+        if method.ips:
+            if cfg.ips_exact:
+                assert dist is not None
+                probs = torch.gather(dist, 1, rollout.outcomes)
+                shaped = ips_scale_exact(rewards, probs, cfg.ips_epsilon)
+            else:
+                scaled = ips_scale(rewards.flatten(), self._outcome_keys(rollout), cfg.group_size, cfg.ips_epsilon)
+                shaped = scaled.rewards.view_as(rewards)
+        bonus = torch.zeros_like(rewards)
+        if method.qd:
+            descriptors = self._descriptors(rollout).numpy()
+            for p, archive in enumerate(self.archives):
+                statuses = archive.add(descriptors[p], rewards[p].numpy())
+                bonus[p] += archive_bonus(statuses, cfg.beta_new, cfg.beta_imp)
+        if method.maxent:
+            embeddings = self._embeddings(rollout)
+            for p, memory in enumerate(self.novelty):
+                bonus[p] += memory.score(embeddings[p])
+                memory.add(embeddings[p])
+        return shaped + bonus
+
+    def advantages(self, rollout: Rollout, shaped: torch.Tensor) -> torch.Tensor:
+        """Group-relative advantages (length-conditional for maxent), groups of G inside each member."""
+        cfg = self.cfg
+        if self.method.maxent:
+            flat = length_conditional_advantages(shaped.flatten(), self._lengths(rollout).flatten(),
+                                                 cfg.group_size, cfg.length_bins)
+        else:
+            flat = group_advantages(shaped.flatten(), cfg.group_size, cfg.adv_scale)
+        return flat.view_as(shaped)
+
+    def _per_member_mean(self, token_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Sum over each sample's tokens / max length, mean over samples: (P,). A constant token
+        normaliser keeps the trajectory-level gradient unbiased when episode lengths differ."""
+        return ((token_values * mask).sum(-1) / mask.shape[-1]).mean(-1)
+
+    def update(self, rollout: Rollout, advantages: torch.Tensor) -> torch.Tensor:
+        """Clipped policy-gradient steps with the divergence and entropy terms; returns mean token entropy (P,)."""
+        cfg, method, policy = self.cfg, self.method, self.policy
+        mask = rollout.mask
+        old_logp = policy.token_log_probs(self.params, rollout).detach()
+        ref_logp = policy.token_log_probs(self.reference, rollout) if cfg.kl_coef > 0 else None
+        entropy_coef = cfg.entropy_coef + torch.tensor([a.alpha for a in self.alphas]) * method.maxent
+        adv = advantages[..., None]
+        entropy = torch.zeros(len(self.alphas))
+        for step in range(cfg.updates_per_batch):
+            logp = policy.token_log_probs(self.params, rollout)
+            ratio = torch.exp(logp - old_logp)
+            surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)
+            loss = -self._per_member_mean(surrogate, mask)
+            if method.divergence == "reverse_kl" and ref_logp is not None:
+                kl = per_token_divergence(logp, ref_logp, "reverse_kl", samples_from="policy")
+                loss = loss + cfg.kl_coef * self._per_member_mean(kl, mask)
+            elif self.ref_rollout is not None:
+                ref_rollout = self.ref_rollout
+                logp_on_ref = policy.token_log_probs(self.params, ref_rollout)
+                div = per_token_divergence(logp_on_ref, self.ref_logp, method.divergence, samples_from="reference")
+                loss = loss + cfg.dph_coef * self._per_member_mean(div, ref_rollout.mask)
+            token_entropy = policy.token_entropy(self.params, rollout)
+            member_entropy = (token_entropy * mask).sum((1, 2)) / mask.sum((1, 2))
+            if step == 0:
+                entropy = member_entropy.detach()
+            loss = loss - entropy_coef * member_entropy
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.sum().backward()
+            self.optimizer.step()
+        return entropy
+
+    @torch.no_grad()
+    def population_step(self, rollout: Rollout, rewards: torch.Tensor) -> None:
+        """Per seed: score members S_k = d_k (1 + max R_k), soup the top M, restart all K from it + noise."""
+        cfg, k = self.cfg, self.members
+        keys = rollout.outcomes
+        for s, generator in enumerate(self.generators):
+            block = range(s * k, (s + 1) * k)
+            if isinstance(self.env, IdeaEnv):
+                diversity = [mean_pairwise_cosine_distance(keys[m]) for m in block]
+            else:
+                support = range(self.env.num_outcomes)
+                diversity = [outcome_entropy(empirical_distribution(keys[m].tolist(), support)) for m in block]
+            scores = selection_scores(torch.tensor(diversity), rewards[s * k : (s + 1) * k].max(dim=1).values)
+            top = select_top(scores, cfg.pop_top)
+            soup = average_state_dicts([{n: p[s * k + m] for n, p in self.params.items()} for m in top])
+            for name, param in self.params.items():
+                param[s * k : (s + 1) * k] = soup[name]
+            perturb_([param[s * k : (s + 1) * k] for param in self.params.values()], cfg.pop_sigma, generator)
+
+    def step(self, step: int) -> tuple[Rollout, torch.Tensor, torch.Tensor | None]:
+        """One sample-score-update iteration; returns the batch, its rewards and the pre-update distribution."""
+        rollout = self._sample(self.params, self.batch)
+        rewards = self._rewards(rollout)
+        dist = self.policy.outcome_distribution(self.params) if isinstance(self.policy, TabularPolicy) else None
+        shaped = self.shaped_rewards(rollout, rewards, dist)
+        entropy = self.update(rollout, self.advantages(rollout, shaped))
+        if self.method.maxent:
+            for alpha, h in zip(self.alphas, entropy.tolist()):
+                alpha.update(h)
+        if self.method.pop and (step + 1) % self.cfg.pop_interval == 0:
+            self.population_step(rollout, rewards)
+        return rollout, rewards, dist
+
+
+def _tabular_metrics(env: TabularEnv, dist: torch.Tensor, outcomes: torch.Tensor) -> dict[str, object]:
+    """Metrics of one seed: `dist` is its (population-mixture) exact outcome distribution before the update."""
+    target = env.target
+    return {
+        "l1_to_target": l1_distance(dist, target),
+        "kl_to_target": kl_divergence(target, dist),  # KL(p* || pi): large when a target mode is missed
+        "max_outcome_prob": float(dist.max()),
+        "distinct_outcomes": distinct_outcomes(outcomes.flatten().tolist()),
+        "outcome_freqs": env.outcome_freqs(dist).tolist(),
+    }
+
+
+def _idea_metrics(ideas: torch.Tensor, rewards: torch.Tensor) -> dict[str, object]:
+    """Metrics of one seed over all its members' ideas of the step."""
+    flat = ideas.flatten(0, -2)
+    return {
+        "mean_reward": float(rewards.mean()),
+        "max_reward": float(rewards.max()),
+        "diversity": mean_pairwise_cosine_distance(flat),
+        "complexity": float(flat.norm(dim=-1).mean()),
+    }
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run torch on one thread: toy tensors are so small that intra-op threading only adds sync cost."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def train(
+    env: Env,
+    method: Method | str,
+    cfg: TrainConfig,
+    seeds: list[int],
+    progress: Callable[[int, int], None] | None = None,
+) -> MethodRun:
+    """Train `method` on `env` for every seed at once and record its per-step metric curves."""
+    if isinstance(method, str):
+        method = Method.parse(method)
+    if not seeds:
+        raise ValueError("need at least one seed")
+    with single_thread():
+        return _train(env, method, cfg, seeds, progress)
+
+
+def _train(
+    env: Env, method: Method, cfg: TrainConfig, seeds: list[int], progress: Callable[[int, int], None] | None
+) -> MethodRun:
+    trainer = _Trainer(env, method, cfg, seeds)
+    tabular = isinstance(env, TabularEnv)
+    names = TABULAR_METRICS if tabular else IDEA_METRICS
+    history: dict[str, list[list[object]]] = {name: [[] for _ in seeds] for name in names}
+    window = min(FINAL_WINDOW, cfg.steps)
+    final_dist = torch.zeros(len(seeds), env.num_outcomes, dtype=torch.float64) if tabular else None
+    early: list[torch.Tensor] = []
+    late: list[torch.Tensor] = []
+    for step in range(cfg.steps):
+        rollout, rewards, dist = trainer.step(step)
+        for s, (outcomes, seed_rewards) in enumerate(zip(trainer._per_seed(rollout.outcomes),
+                                                         trainer._per_seed(rewards))):
+            if tabular:
+                assert dist is not None and final_dist is not None
+                seed_dist = dist[s * trainer.members : (s + 1) * trainer.members].mean(0).double()
+                values = _tabular_metrics(env, seed_dist, outcomes)
+                if step >= cfg.steps - window:
+                    final_dist[s] += seed_dist / window
+            else:
+                values = _idea_metrics(outcomes, seed_rewards)
+            for name in names:
+                history[name][s].append(values[name])
+        if not tabular:
+            norms = rollout.outcomes.norm(dim=-1).flatten()
+            if step < window:
+                early.append(norms)
+            if step >= cfg.steps - window:
+                late.append(norms)
+        if progress is not None:
+            progress(step + 1, cfg.steps)
+    curves = {name: np.asarray(values, dtype=float) for name, values in history.items()}
+    return MethodRun(
+        method=method.name,
+        seeds=list(seeds),
+        curves=curves,
+        final_distribution=None if final_dist is None else final_dist.numpy(),
+        complexity_early=torch.cat(early).numpy() if early else None,
+        complexity_late=torch.cat(late).numpy() if late else None,
+    )
