@@ -11,7 +11,16 @@ from typing import Any
 __version__ = "0.1.0"
 
 # Public name -> module that defines it; resolved lazily by __getattr__.
-_LAZY_EXPORTS: dict[str, str] = {}
+_LAZY_EXPORTS: dict[str, str] = {
+    "DivRLConfig": "divrl.trainers.config",
+    "DivRLTrainer": "divrl.trainers.divrl_trainer",
+    "DiversityState": "divrl.trainers.divrl_trainer",
+    "IPSGRPOTrainer": "divrl.trainers.presets",
+    "QDGRPOTrainer": "divrl.trainers.presets",
+    "MaxEntGRPOTrainer": "divrl.trainers.presets",
+    "DivergenceGRPOTrainer": "divrl.trainers.presets",
+    "sample_reference": "divrl.trainers.rehearsal",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,192 @@
+"""`DivRLConfig`: TRL's `GRPOConfig` plus the diversity methods' fields, each with its default and seed.
+
+Seeds: 000 = QD-/MaxEnt-/Population-GRPO (idea generation), 001 = IPS-GRPO, 004 = DPH-RL divergences.
+Every method is off by default, so `DivRLConfig()` trains exactly like `GRPOConfig()`.
+Misconfiguration raises `ValueError` naming the field, at construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from divrl.core.divergence import DIVERGENCES
+
+OUTCOME_KEY_SOURCES = ("auto", "task", "text")
+ARCHIVE_SCOPES = ("global", "prompt")
+NOVELTY_EMBEDDINGS = ("ngram", "hidden", "task")
+DIVERGENCE_ESTIMATORS = ("policy", "rehearsal")
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass
+class DivRLConfig(GRPOConfig):
+    """GRPOConfig plus IPS, QD, MaxEnt (entropy, novelty, length bins) and divergence fields.
+
+    The fields below document their default and source seed; see the module docstring for seed numbers.
+    """
+
+    # --- IPS (seed 001): rewards divided by the in-group frequency of their outcome ---
+    ips: bool = field(default=False, metadata=_help(
+        "Inverse probability scaling of rewards (seed 001, Eq. 9). Default False."))
+    ips_epsilon: float = field(default=1e-3, metadata=_help(
+        "Probability floor epsilon in r / max(p_hat, epsilon) (seed 001, Eq. 9; the paper ablates it). "
+        "Default 1e-3, inactive while 1/G > epsilon."))
+    ips_outcome_key: str = field(default="auto", metadata=_help(
+        "Where outcome keys come from: 'task' (task.outcome_key), 'text' (normalised completion text) or "
+        "'auto' (the task hook when present, else text, with a warning). Default 'auto'."))
+
+    # --- QD (seed 000, Sec. 4.1): MAP-Elites archive bonuses ---
+    qd: bool = field(default=False, metadata=_help(
+        "Quality-diversity archive bonuses (seed 000, Eq. 3); needs a task with a `behavior` hook. Default False."))
+    qd_dims: list[int] | None = field(default=None, metadata=_help(
+        "Cells per behaviour dimension. Default None = 10 cells per dimension of task.behavior_dims "
+        "(seed 000: a 10 x 10 grid)."))
+    qd_ranges: list[float] | None = field(default=None, metadata=_help(
+        "Descriptor range per dimension, flattened [low0, high0, low1, high1, ...] (pairs also accepted). "
+        "Default None = [0, 1] per dimension (seed 000)."))
+    qd_beta_new: float = field(default=0.5, metadata=_help(
+        "Bonus for a completion that fills an empty cell (seed 000: beta_new = 0.5). Default 0.5."))
+    qd_beta_imp: float = field(default=0.3, metadata=_help(
+        "Bonus for a completion that improves a cell's elite (seed 000: beta_imp = 0.3). Default 0.3."))
+    qd_archive: str = field(default="global", metadata=_help(
+        "'global': one archive for all prompts (seed 000 has a single context); 'prompt': one archive per "
+        "distinct prompt. Default 'global'."))
+
+    # --- MaxEnt (seed 000, Sec. 4.2): adaptive entropy bonus, kNN novelty, length-conditional advantages ---
+    maxent_entropy_target: float | None = field(default=None, metadata=_help(
+        "Target per-token entropy H* for the dual-descent entropy coefficient (seed 000, Eq. 4; the paper's "
+        "default H* = 1.0). It drives TRL's entropy bonus coefficient `entropy_coef`. Default None (off)."))
+    maxent_alpha_lr: float = field(default=0.01, metadata=_help(
+        "Dual-descent step size: alpha <- max(0, alpha - lr (H - H*)) per optimizer step (seed 000 gives no "
+        "value). Default 0.01."))
+    maxent_alpha_init: float = field(default=0.0, metadata=_help(
+        "Initial entropy coefficient alpha. Default 0.0."))
+    maxent_alpha_max: float | None = field(default=None, metadata=_help(
+        "Upper bound on alpha (None = unbounded, as in seed 000). Default None."))
+    novelty_coef: float = field(default=0.0, metadata=_help(
+        "Novelty coefficient gamma of the kNN novelty bonus (seed 000, Eq. 5: gamma = 0.3). Default 0.0 (off)."))
+    novelty_memory_size: int = field(default=512, metadata=_help(
+        "Rolling memory size M of past completion embeddings (seed 000: 512). Default 512."))
+    novelty_k: int = field(default=5, metadata=_help("Nearest neighbours k (seed 000: 5). Default 5."))
+    novelty_embedding: str = field(default="ngram", metadata=_help(
+        "Completion embedding: 'ngram' (hashed character 3-grams, cheap, deterministic), 'hidden' (the policy's "
+        "mean-pooled last hidden state over the completion: one extra no-grad forward) or 'task' (task.embed). "
+        "Default 'ngram'."))
+    length_bins: int = field(default=0, metadata=_help(
+        "Number L of completion-length percentile bins inside each group for length-conditional advantage "
+        "normalisation (seed 000, Eq. 6: L = 3). 0 = off (TRL's normalisation). Default 0."))
+
+    # --- Divergence to the initial policy (seed 004, DPH-RL) ---
+    divergence: str | None = field(default=None, metadata=_help(
+        "Divergence to the reference (initial) policy added to the loss: 'reverse_kl', 'forward_kl', 'js' or "
+        "'alpha' (seed 004 recommends the mass-covering forward_kl / js). Adds to TRL's `beta` k3 term; set "
+        "beta=0 to replace it. Default None (off)."))
+    divergence_coef: float = field(default=0.05, metadata=_help(
+        "Coefficient of the divergence term (seed 004 sweeps it; no single value). Default 0.05."))
+    divergence_alpha: float = field(default=0.5, metadata=_help(
+        "alpha of the alpha-divergence (0 -> reverse KL, 1 -> forward KL). Default 0.5."))
+    divergence_estimator: str = field(default="policy", metadata=_help(
+        "'policy': importance-weighted estimate on the policy's own samples (no extra generation); "
+        "'rehearsal': on pre-sampled reference completions with stored reference log-probs (seed 004; build "
+        "them with `divrl sample-reference`). Default 'policy'."))
+    divergence_rehearsal_path: str | None = field(default=None, metadata=_help(
+        "Directory written by `divrl sample-reference` (needed by divergence_estimator='rehearsal')."))
+    divergence_rehearsal_batch_size: int = field(default=4, metadata=_help(
+        "Rehearsal completions per micro-batch and process. Default 4."))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.validate()
+
+    def validate(self) -> None:
+        """Check the divrl fields (also re-run after a preset trainer switches its method on)."""
+        self.qd_ranges = _as_range_pairs(self.qd_ranges)
+        _check_choice("ips_outcome_key", self.ips_outcome_key, OUTCOME_KEY_SOURCES)
+        _check_choice("qd_archive", self.qd_archive, ARCHIVE_SCOPES)
+        _check_choice("novelty_embedding", self.novelty_embedding, NOVELTY_EMBEDDINGS)
+        _check_choice("divergence_estimator", self.divergence_estimator, DIVERGENCE_ESTIMATORS)
+        if self.divergence is not None:
+            _check_choice("divergence", self.divergence, DIVERGENCES)
+        _check(self.ips_epsilon > 0, "ips_epsilon", f"must be > 0, got {self.ips_epsilon}")
+        _check(self.qd_dims is None or (len(self.qd_dims) > 0 and all(int(d) >= 1 for d in self.qd_dims)),
+               "qd_dims", f"must list >= 1 cells per dimension, got {self.qd_dims}")
+        _check(self.qd_ranges is None or all(low < high for low, high in self.qd_ranges),
+               "qd_ranges", f"every (low, high) needs low < high, got {self.qd_ranges}")
+        _check(self.qd_dims is None or self.qd_ranges is None or len(self.qd_dims) == len(self.qd_ranges),
+               "qd_ranges", f"has {len(self.qd_ranges or [])} ranges but qd_dims has {len(self.qd_dims or [])} dims")
+        _check(self.qd_beta_new >= 0 and self.qd_beta_imp >= 0, "qd_beta_new",
+               f"archive bonuses must be >= 0, got qd_beta_new={self.qd_beta_new}, qd_beta_imp={self.qd_beta_imp}")
+        _check(self.maxent_alpha_lr > 0, "maxent_alpha_lr", f"must be > 0, got {self.maxent_alpha_lr}")
+        _check(self.maxent_alpha_init >= 0, "maxent_alpha_init", f"must be >= 0, got {self.maxent_alpha_init}")
+        _check(self.maxent_alpha_max is None or self.maxent_alpha_max >= self.maxent_alpha_init,
+               "maxent_alpha_max", f"must be >= maxent_alpha_init, got {self.maxent_alpha_max}")
+        if self.maxent_entropy_target is not None:
+            _check(not self.use_adaptive_entropy, "maxent_entropy_target",
+                   "and use_adaptive_entropy=True are two entropy controllers; choose one")
+            _check(self.entropy_coef == 0.0, "maxent_entropy_target",
+                   f"drives entropy_coef itself; leave entropy_coef at 0 (got {self.entropy_coef}) and set "
+                   "maxent_alpha_init for the starting value")
+        _check(self.novelty_coef >= 0, "novelty_coef", f"must be >= 0, got {self.novelty_coef}")
+        _check(self.novelty_memory_size >= 1, "novelty_memory_size", f"must be >= 1, got {self.novelty_memory_size}")
+        _check(self.novelty_k >= 1, "novelty_k", f"must be >= 1, got {self.novelty_k}")
+        _check(self.length_bins >= 0, "length_bins", f"must be >= 0 (0 = off), got {self.length_bins}")
+        _check(self.length_bins <= self.num_generations, "length_bins",
+               f"({self.length_bins}) cannot exceed num_generations ({self.num_generations})")
+        if self.length_bins_enabled:
+            _check(self.scale_rewards == "group", "length_bins",
+                   f"normalises within bins by their std, which needs scale_rewards='group' (got "
+                   f"{self.scale_rewards!r})")
+            _check(self.multi_objective_aggregation == "sum_then_normalize", "length_bins",
+                   "needs multi_objective_aggregation='sum_then_normalize'")
+        _check(self.divergence_coef >= 0, "divergence_coef", f"must be >= 0, got {self.divergence_coef}")
+        _check(self.divergence_rehearsal_batch_size >= 1, "divergence_rehearsal_batch_size",
+               f"must be >= 1, got {self.divergence_rehearsal_batch_size}")
+        if self.divergence is not None and self.divergence_estimator == "rehearsal":
+            _check(self.divergence_rehearsal_path is not None, "divergence_rehearsal_path",
+                   "is required by divergence_estimator='rehearsal' (create it with `divrl sample-reference`)")
+
+    @property
+    def maxent_entropy_enabled(self) -> bool:
+        """Whether the dual-descent entropy coefficient drives TRL's entropy bonus."""
+        return self.maxent_entropy_target is not None
+
+    @property
+    def novelty_enabled(self) -> bool:
+        """Whether the kNN novelty bonus is added to rewards."""
+        return self.novelty_coef > 0
+
+    @property
+    def length_bins_enabled(self) -> bool:
+        """Whether advantages are normalised within length bins (L >= 2; one bin is TRL's normalisation)."""
+        return self.length_bins >= 2
+
+    @property
+    def divergence_enabled(self) -> bool:
+        """Whether a divergence term to the reference policy is added to the loss."""
+        return self.divergence is not None and self.divergence_coef > 0
+
+
+def _check(condition: bool, name: str, problem: str) -> None:
+    if not condition:
+        raise ValueError(f"DivRLConfig.{name} {problem}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    _check(value in choices, name, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def _as_range_pairs(ranges: list | None) -> list[list[float]] | None:
+    """Accept [l0, h0, l1, h1, ...] or [[l0, h0], [l1, h1], ...]; return the list of pairs."""
+    if ranges is None:
+        return None
+    if all(isinstance(r, list | tuple) for r in ranges):
+        pairs = [list(map(float, r)) for r in ranges]
+        _check(all(len(p) == 2 for p in pairs), "qd_ranges", f"pairs must be (low, high), got {ranges}")
+        return pairs
+    _check(len(ranges) % 2 == 0, "qd_ranges", f"flattened ranges need an even length, got {ranges}")
+    return [[float(ranges[i]), float(ranges[i + 1])] for i in range(0, len(ranges), 2)]

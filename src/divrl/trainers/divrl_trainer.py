@@ -1,0 +1,487 @@
+"""`DivRLTrainer`: TRL's GRPOTrainer plus any subset of IPS, QD, MaxEnt and divergence regularisation.
+
+Where each method hooks into TRL (trl 1.16):
+- IPS scaling, archive and novelty bonuses: `_calculate_rewards`, on the GLOBAL (gathered) batch in group
+  order, before TRL normalises and shuffles. Bonuses go into an extra reward column `divrl_bonus`
+  (weight 1), the way TRL adds environment rewards, so TRL logs them and aggregates them exactly.
+- Length-conditional advantages: `_generate_and_score_completions`, recomputed on the global batch and
+  sliced back to this process exactly as TRL slices advantages.
+- Entropy: seed 000's dual-descent coefficient (`divrl.core.AdaptiveEntropyCoefficient`) sets TRL's own
+  `entropy_coef` before every loss; TRL's entropy bonus does the rest.
+- Divergence: `_compute_loss`, from the per-token log-probs TRL's loss forward already computed (captured,
+  not recomputed), aggregated like TRL's entropy bonus (masked token mean / gradient-accumulation steps).
+All algorithms live in `divrl.core`; this module only wires them into TRL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from accelerate.utils import gather, gather_object, is_peft_model
+from trl import GRPOTrainer
+from trl.models.utils import disable_gradient_checkpointing
+from trl.trainer.utils import use_adapter
+
+from divrl.core import (
+    AdaptiveEntropyCoefficient,
+    GridArchive,
+    NoveltyMemory,
+    archive_bonus,
+    hashed_ngram_embedding,
+    ips_scale,
+    length_conditional_advantages,
+    per_token_divergence,
+)
+from divrl.core.archive import AddStatus
+from divrl.trainers.config import DivRLConfig
+from divrl.trainers.hooks import TaskHooks, completion_text, hook_columns, resolve_task_hooks
+from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
+
+logger = logging.getLogger(__name__)
+
+BONUS_REWARD_NAME = "divrl_bonus"
+STATE_FILE = "divrl_state.pt"
+GLOBAL_ARCHIVE = ""
+DEFAULT_CELLS_PER_DIM = 10  # seed 000: a 10 x 10 grid
+# Keys of TRL's generation output that `_get_per_token_logps_and_entropies` takes (multimodal inputs).
+_FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
+                 "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+_CONFIG_DEFAULTS = {f.name: f.default for f in fields(DivRLConfig)}
+
+
+class DiversityState:
+    """What the diversity methods learn during training: QD archives, novelty memory, entropy coefficient.
+
+    One object per policy. The trainer reads and updates `trainer.diversity_state`; a population trainer
+    keeps one per member and swaps it in before the member's steps. Checkpointed via `state_dict`.
+    """
+
+    def __init__(self, args: DivRLConfig, behavior_dims: int | None) -> None:
+        self.archive_dims: list[int] = []
+        self.archive_ranges: list[list[float]] = []
+        if args.qd:
+            self.archive_dims = list(args.qd_dims or [DEFAULT_CELLS_PER_DIM] * int(behavior_dims))
+            self.archive_ranges = list(args.qd_ranges or [[0.0, 1.0]] * len(self.archive_dims))
+        self.archives: dict[str, GridArchive] = {}
+        self.novelty = (
+            NoveltyMemory(args.novelty_memory_size, args.novelty_k, args.novelty_coef)
+            if args.novelty_enabled else None
+        )
+        self.entropy = (
+            AdaptiveEntropyCoefficient(args.maxent_entropy_target, args.maxent_alpha_lr, args.maxent_alpha_init,
+                                       args.maxent_alpha_max)
+            if args.maxent_entropy_enabled else None
+        )
+
+    def archive(self, key: str = GLOBAL_ARCHIVE) -> GridArchive:
+        """The archive of `key` (a prompt, or GLOBAL_ARCHIVE), created empty on first use."""
+        if key not in self.archives:
+            self.archives[key] = GridArchive(self.archive_dims, [tuple(r) for r in self.archive_ranges])
+        return self.archives[key]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training identically (torch.save-able, weights_only-safe)."""
+        return {
+            "archives": {key: archive.state_dict() for key, archive in self.archives.items()},
+            "novelty": None if self.novelty is None else self.novelty.state_dict(),
+            "entropy": None if self.entropy is None else self.entropy.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state saved by `state_dict` (the enabled methods must match)."""
+        self.archives = {}
+        for key, archive_state in state["archives"].items():
+            self.archive(key).load_state_dict(archive_state)
+        for name, part in (("novelty", self.novelty), ("entropy", self.entropy)):
+            if (part is None) != (state[name] is None):
+                raise ValueError(f"checkpoint has {name} state {'but' if part is None else 'and'} this config "
+                                 f"{'does not enable' if part is None else 'enables'} it: configs differ")
+            if part is not None:
+                part.load_state_dict(state[name])
+
+
+class DivRLTrainer(GRPOTrainer):
+    """GRPOTrainer with the diversity methods enabled in its `DivRLConfig` (any subset, composable).
+
+    Arguments are GRPOTrainer's, plus `task`: an object following `divrl.task.Task` whose hooks
+    (`outcome_key`, `behavior`/`behavior_dims`, `embed`) feed IPS, QD and novelty, and whose
+    `reward_funcs()` are used when `reward_funcs` is not given.
+    """
+
+    # Config fields a preset subclass switches on (applied when the field still has its default).
+    preset: ClassVar[dict[str, Any]] = {}
+
+    def __init__(
+        self,
+        model: Any,
+        reward_funcs: Any = None,
+        args: DivRLConfig | None = None,
+        *trainer_args: Any,
+        task: Any = None,
+        **trainer_kwargs: Any,
+    ) -> None:
+        if isinstance(model, os.PathLike):
+            model = os.fspath(model)  # TRL loads only `str` paths
+        args = self._prepare_args(model, args)
+        if reward_funcs is None and task is not None:
+            reward_funcs = task.reward_funcs()
+        self.task = task
+        self.hooks: TaskHooks = resolve_task_hooks(args, task)
+        self.rehearsal: RehearsalSet | None = None
+        if args.divergence_enabled and args.divergence_estimator == "rehearsal":
+            self.rehearsal = RehearsalSet(args.divergence_rehearsal_path, args.temperature)
+        super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
+
+        self._num_task_rewards = len(self.reward_funcs)
+        self._has_bonus_column = args.qd or args.novelty_enabled
+        if self._has_bonus_column:
+            self._add_bonus_column()
+        if args.maxent_entropy_enabled:
+            self._entropy_bonus_enabled = True  # TRL applies `entropy_coef`, which our controller drives
+        if self._needs_reference_model():
+            self.ref_model = self._load_reference_model(trainer_kwargs.get("quantization_config"))
+        self.diversity_state = self.new_diversity_state()
+        self._rehearsal_cursor = 0
+        self._entropy_window: torch.Tensor | None = None
+        self._capturing_loss_forward = False
+        self._loss_forward: tuple | None = None
+        self._global_rewards_per_func: torch.Tensor | None = None
+        self._global_lengths: torch.Tensor | None = None
+
+    # ----------------------------------------------------------------------------------------- setup
+    def _prepare_args(self, model: Any, args: DivRLConfig | None) -> DivRLConfig:
+        """Default config when none is given; apply this class's preset; refuse a plain GRPOConfig."""
+        if args is None:
+            name = model if isinstance(model, str) else getattr(model.config, "_name_or_path", "model")
+            args = DivRLConfig(output_dir=f"{Path(str(name)).name or 'model'}-DivRL")
+        if not isinstance(args, DivRLConfig):
+            raise TypeError(
+                f"{type(self).__name__} needs a divrl.DivRLConfig (a GRPOConfig subclass with the diversity fields), "
+                f"got {type(args).__name__}"
+            )
+        for name, value in self.preset.items():
+            if getattr(args, name) == _CONFIG_DEFAULTS[name]:
+                setattr(args, name, value)
+        args.validate()
+        return args
+
+    def new_diversity_state(self) -> DiversityState:
+        """A fresh, empty method state for this config (one per policy; see DiversityState)."""
+        return DiversityState(self.args, self.hooks.behavior_dims)
+
+    def _add_bonus_column(self) -> None:
+        """Append the `divrl_bonus` reward column (weight 1): archive + novelty bonuses land there."""
+
+        def divrl_bonus(completions: list, **_: Any) -> list[float]:
+            return [0.0] * len(completions)  # filled in `_calculate_rewards` once the global batch is known
+
+        self.reward_funcs.append(divrl_bonus)
+        self.reward_func_names.append(BONUS_REWARD_NAME)
+        self.reward_processing_classes.append(None)
+        self.reward_weights = torch.cat([self.reward_weights, torch.ones(1, dtype=self.reward_weights.dtype)])
+
+    def _needs_reference_model(self) -> bool:
+        """Divergence on policy samples needs reference log-probs; TRL only loads a reference when beta != 0."""
+        return (self.args.divergence_enabled and self.args.divergence_estimator == "policy"
+                and self.ref_model is None and not is_peft_model(self.model))
+
+    def _load_reference_model(self, quantization_config: Any) -> torch.nn.Module:
+        """Load the initial policy from its path as a frozen reference, prepared the way TRL prepares its own."""
+        from trl.trainer.utils import (
+            add_fused_lm_head,
+            create_model_from_path,
+            disable_dropout_in_model,
+            get_config_model_id,
+        )
+
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            raise ValueError("DivRLConfig.divergence without PEFT under DeepSpeed/FSDP: use peft_config (the reference "
+                             "is then the adapter-disabled model) or set beta > 0 so TRL prepares the reference")
+        kwargs = dict(self.args.model_init_kwargs or {})
+        if quantization_config is not None:
+            kwargs["quantization_config"] = quantization_config
+        kwargs.setdefault("dtype", self.model.dtype)
+        kwargs.setdefault("attn_implementation", self.model.config._attn_implementation)
+        name = get_config_model_id(self.model.config)
+        try:
+            reference = create_model_from_path(name, **kwargs)
+        except (OSError, ValueError) as exc:
+            raise ValueError(
+                f"DivRLConfig.divergence needs the initial policy as reference; loading it from {name!r} failed "
+                f"({exc}). Pass the model as a path, or train with peft_config (reference = adapter disabled)."
+            ) from exc
+        if self.args.disable_dropout:
+            disable_dropout_in_model(reference)
+        add_fused_lm_head(reference, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
+        return self.accelerator.prepare_model(reference, evaluation_mode=True)
+
+    # ---------------------------------------------------------------------------------- rewards
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: D102 (TRL hook)
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.args.length_bins_enabled:
+            local = torch.tensor([len(ids) for ids in completion_ids_list], device=rewards_per_func.device)
+            self._global_lengths = gather(local)
+        if self.model.training and (self.hooks.outcome_key is not None or self._has_bonus_column):
+            rewards_per_func = self._shape_rewards(rewards_per_func, inputs, prompts, completions,
+                                                   completion_ids_list)
+        self._global_rewards_per_func = rewards_per_func
+        return rewards_per_func
+
+    def _weighted_task_reward(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
+        """Weighted sum of the task's reward columns as TRL sums them; NaN where every column is NaN."""
+        task = rewards_per_func[:, : self._num_task_rewards]
+        weights = self.reward_weights[: self._num_task_rewards].to(task.device)
+        total = (task * weights.unsqueeze(0)).nansum(dim=1)
+        return total.masked_fill(torch.isnan(task).all(dim=1), math.nan)
+
+    def _shape_rewards(self, rewards_per_func, inputs, prompts, completions, completion_ids_list) -> torch.Tensor:
+        """IPS-scale the task columns and fill the bonus column, on the global batch (train mode only)."""
+        metrics = self._metrics["train"]
+        rewards_per_func = rewards_per_func.clone()
+        texts = [completion_text(c) for c in completions]
+        columns = [hook_columns(row) for row in inputs]
+        task_reward = self._weighted_task_reward(rewards_per_func).cpu()
+        metrics["divrl/task_reward"].append(torch.nanmean(task_reward).item())
+        if self.hooks.outcome_key is not None:
+            keys = gather_object([self.hooks.outcome_key(t, **c) for t, c in zip(texts, columns, strict=True)])
+            # The IPS factor 1 / max(p_hat, epsilon) per completion = ips_scale of unit rewards.
+            scaled = ips_scale(torch.ones(len(keys)), keys, self.num_generations, self.args.ips_epsilon)
+            factor = scaled.rewards.to(rewards_per_func.device, rewards_per_func.dtype).unsqueeze(1)
+            rewards_per_func[:, : self._num_task_rewards] *= factor
+            metrics["ips/distinct_outcomes"].append(scaled.distinct_per_group.float().mean().item())
+            metrics["ips/max_scale"].append(scaled.max_scale)
+        if self._has_bonus_column:
+            bonus = torch.zeros(len(task_reward))
+            if self.args.qd:
+                bonus += self._archive_bonus(texts, columns, prompts, task_reward)
+            if self.args.novelty_enabled:
+                bonus += self._novelty_bonus(texts, columns, completion_ids_list)
+            bonus[torch.isnan(task_reward)] = math.nan  # unscorable completions stay unscorable
+            rewards_per_func[:, -1] = bonus.to(rewards_per_func.device, rewards_per_func.dtype)
+        return rewards_per_func
+
+    def _archive_bonus(self, texts: list[str], columns: list[dict], prompts: list, objectives: torch.Tensor
+                       ) -> torch.Tensor:
+        """Insert the global batch into the archive(s) and return beta_new / beta_imp bonuses (seed 000, Eq. 3)."""
+        state = self.diversity_state
+        descriptors = gather_object([self.hooks.behavior(t, **c) for t, c in zip(texts, columns, strict=True)])
+        objective_list = objectives.tolist()
+        if self.args.qd_archive == "global":
+            statuses = state.archive(GLOBAL_ARCHIVE).add(descriptors, objective_list)
+            archives = [state.archive(GLOBAL_ARCHIVE)]
+        else:
+            keys = gather_object([_prompt_key(p) for p in prompts])
+            group, statuses = self.num_generations, []
+            for start in range(0, len(keys), group):
+                rows = slice(start, start + group)
+                statuses += state.archive(keys[start]).add(descriptors[rows], objective_list[rows])
+            archives = list(state.archives.values())
+        stats = [a.stats() for a in archives]
+        metrics = self._metrics["train"]
+        metrics["qd/coverage"].append(sum(s.coverage for s in stats) / len(stats))
+        metrics["qd/qd_score"].append(sum(s.qd_score for s in stats))
+        metrics["qd/new_cells"].append(float(sum(s == AddStatus.NEW for s in statuses)))
+        return archive_bonus(statuses, self.args.qd_beta_new, self.args.qd_beta_imp)
+
+    def _novelty_bonus(self, texts: list[str], columns: list[dict], completion_ids_list: list) -> torch.Tensor:
+        """gamma x mean distance to the k nearest remembered embeddings, then remember the batch (seed 000, Eq. 5)."""
+        device = self.accelerator.device
+        if self.args.novelty_embedding == "task":
+            vectors = gather_object([self.hooks.embed(t, **c) for t, c in zip(texts, columns, strict=True)])
+            dim = next((len(v) for v in vectors if v is not None), 1)
+            embeddings = torch.tensor([[math.nan] * dim if v is None else list(map(float, v)) for v in vectors])
+        else:
+            local = (hashed_ngram_embedding(texts) if self.args.novelty_embedding == "ngram"
+                     else self._pooled_hidden_states(completion_ids_list))
+            embeddings = gather(local.to(device)).cpu().float()
+        valid = ~torch.isnan(embeddings).any(dim=1)
+        memory = self.diversity_state.novelty
+        novelty = torch.zeros(len(embeddings))
+        if valid.any():
+            novelty[valid] = memory.score(embeddings[valid])
+            memory.add(embeddings[valid])
+        self._metrics["train"]["maxent/novelty"].append(novelty[valid].mean().item() if valid.any() else 0.0)
+        return novelty
+
+    @torch.no_grad()
+    def _pooled_hidden_states(self, completion_ids_list: list) -> torch.Tensor:
+        """L2-normalised mean of the policy's last hidden states over each completion's tokens."""
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        decoder = unwrapped.get_decoder()
+        pad_id = self._tokenizer.pad_token_id
+        pooled = []
+        chunk = self.args.per_device_train_batch_size
+        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            for start in range(0, len(completion_ids_list), chunk):
+                ids = completion_ids_list[start : start + chunk]
+                batch = pad_prompt_completion([[] for _ in ids], ids, pad_id)
+                mask = batch["attention_mask"].to(self.accelerator.device)
+                hidden = decoder(input_ids=batch["input_ids"].to(mask.device), attention_mask=mask).last_hidden_state
+                weights = mask.unsqueeze(-1).to(hidden.dtype)
+                pooled.append((hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0))
+        return torch.nn.functional.normalize(torch.cat(pooled).float(), dim=1)
+
+    # ------------------------------------------------------------------------------- advantages
+    def _generate_and_score_completions(self, inputs):  # noqa: D102 (TRL hook)
+        output = super()._generate_and_score_completions(inputs)
+        if self.args.length_bins_enabled:
+            self._apply_length_bins(output)
+        if (self.args.divergence_enabled and self.args.divergence_estimator == "policy"
+                and "ref_per_token_logps" not in output):
+            output["ref_per_token_logps"] = self._reference_logps(output)
+        return output
+
+    def _apply_length_bins(self, output: dict[str, Any]) -> None:
+        """Replace this process's advantages by length-conditional ones computed on the global batch."""
+        group = self.num_generations if self.model.training else self.num_generations_eval
+        rewards = (self._global_rewards_per_func * self.reward_weights.to(self._global_rewards_per_func.device)
+                   ).nansum(dim=1)
+        unscorable = torch.isnan(self._global_rewards_per_func).all(dim=1)
+        # Unscorable rows take their group's mean (no pull on the bin statistics) and get advantage 0, as in TRL.
+        rewards = rewards.masked_fill(unscorable, math.nan)
+        group_mean = torch.nanmean(rewards.view(-1, group), dim=1).nan_to_num(0.0).repeat_interleave(group)
+        filled = torch.where(unscorable, group_mean, rewards)
+        advantages = length_conditional_advantages(
+            filled.cpu(), self._global_lengths.cpu().float(), group, self.args.length_bins
+        ).masked_fill(unscorable.cpu(), 0.0)
+        local = output["advantages"].shape[0]
+        start = self.accelerator.process_index * local
+        output["advantages"] = advantages[start : start + local].to(output["advantages"].device)
+        logged = self._logs["advantages"]  # TRL logged the advantages it computed; log ours instead
+        for _ in range(min(len(advantages), len(logged))):
+            logged.pop()
+        logged.extend(advantages.tolist())
+
+    @torch.no_grad()
+    def _reference_logps(self, output: dict[str, Any]) -> torch.Tensor:
+        """Reference per-token log-probs of the generated completions (TRL's way: ref model or adapter off)."""
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        logits_to_keep = output["completion_ids"].size(1)
+        batch_size = (self.args.per_device_train_batch_size if self.model.training
+                      else self.args.per_device_eval_batch_size)
+        forward_kwargs = {k: output[k] for k in _FORWARD_KEYS if k in output}
+        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            if self.ref_model is not None:
+                return self._get_per_token_logps_and_entropies(
+                    self.ref_model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **forward_kwargs
+                )[0]
+            unwrapped = self.accelerator.unwrap_model(self.model)
+            with use_adapter(unwrapped, adapter_name="ref" if "ref" in unwrapped.peft_config else None):
+                return self._get_per_token_logps_and_entropies(
+                    self.model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **forward_kwargs
+                )[0]
+
+    # ------------------------------------------------------------------------------------- loss
+    def _get_per_token_logps_and_entropies(self, model, *args, **kwargs):  # noqa: D102 (TRL hook)
+        result = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
+        if self._capturing_loss_forward:
+            self._loss_forward = result
+        return result
+
+    def _compute_loss(self, model, inputs):  # noqa: D102 (TRL hook)
+        entropy_controller = self.diversity_state.entropy
+        if entropy_controller is not None:
+            self.entropy_coef = entropy_controller.alpha
+        self._capturing_loss_forward = True
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            self._capturing_loss_forward = False
+        per_token_logps, entropies, _ = self._loss_forward
+        self._loss_forward = None
+        mode = "train" if self.model.training else "eval"
+        mask = inputs["completion_mask"]
+        if "tool_mask" in inputs:
+            mask = mask * inputs["tool_mask"]
+        accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
+        if self.args.divergence_enabled:
+            if self.args.divergence_estimator == "policy":
+                per_token = per_token_divergence(per_token_logps, inputs["ref_per_token_logps"],
+                                                 self.args.divergence, "policy", self.args.divergence_alpha)
+                loss = loss + self._divergence_term(per_token, mask, accumulation, mode)
+            elif mode == "train":
+                loss = loss + self._rehearsal_divergence_term(model, accumulation)
+        if entropy_controller is not None and mode == "train":
+            self._update_entropy_controller(entropy_controller, entropies, mask)
+        return loss
+
+    def _divergence_term(self, per_token: torch.Tensor, mask: torch.Tensor, accumulation: float, mode: str
+                         ) -> torch.Tensor:
+        """coef x masked token mean of the per-token divergence, scaled for gradient accumulation; logs it."""
+        mask = mask.to(per_token.dtype)
+        value = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+        totals = self.accelerator.reduce(torch.stack([(per_token * mask).sum(), mask.sum()]).detach(), "sum")
+        self._metrics[mode][f"divergence/{self.args.divergence}"].append((totals[0] / totals[1].clamp(min=1.0)).item())
+        return self.args.divergence_coef * value / accumulation
+
+    def _rehearsal_divergence_term(self, model: Any, accumulation: float) -> torch.Tensor:
+        """Divergence estimated on the next rehearsal rows (reference samples): one extra policy forward."""
+        size = self.args.divergence_rehearsal_batch_size
+        start = self._rehearsal_cursor + self.accelerator.process_index * size
+        batch = self.rehearsal.batch(range(start, start + size), self._tokenizer.pad_token_id)
+        self._rehearsal_cursor = (self._rehearsal_cursor + size * self.accelerator.num_processes) % len(self.rehearsal)
+        batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
+        logits_to_keep = batch["completion_mask"].shape[1]
+        policy_logps, _, _ = self._get_per_token_logps_and_entropies(
+            model, batch["input_ids"], batch["attention_mask"], logits_to_keep
+        )
+        per_token = per_token_divergence(policy_logps, batch["ref_logps"].to(policy_logps.dtype),
+                                         self.args.divergence, "reference", self.args.divergence_alpha)
+        return self._divergence_term(per_token, batch["completion_mask"], accumulation, "train")
+
+    def _update_entropy_controller(self, controller: AdaptiveEntropyCoefficient, entropies: torch.Tensor,
+                                   mask: torch.Tensor) -> None:
+        """Accumulate the window's token entropy; at each optimizer step take one dual-descent step on it."""
+        stats = torch.stack([(entropies * mask).sum(), mask.sum().to(entropies.dtype)]).detach()
+        self._entropy_window = stats if self._entropy_window is None else self._entropy_window + stats
+        if self.accelerator.sync_gradients:
+            totals = self.accelerator.reduce(self._entropy_window, reduction="sum")
+            alpha = controller.update((totals[0] / totals[1].clamp(min=1.0)).item())
+            self.entropy_coef = alpha
+            self._entropy_window = None
+            self._metrics["train"]["maxent/alpha"].append(alpha)
+
+    # ------------------------------------------------------------------------------ checkpoints
+    def method_state_dict(self) -> dict[str, Any]:
+        """All method state a checkpoint holds; subclasses extend it (call super and add keys)."""
+        return {"diversity": self.diversity_state.state_dict(), "rehearsal_cursor": self._rehearsal_cursor}
+
+    def load_method_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `method_state_dict` returned; subclasses extend it (call super)."""
+        self.diversity_state.load_state_dict(state["diversity"])
+        self._rehearsal_cursor = int(state["rehearsal_cursor"])
+        if self.diversity_state.entropy is not None:
+            self.entropy_coef = self.diversity_state.entropy.alpha
+
+    def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            path = os.path.join(self._get_output_dir(trial=trial), folder, STATE_FILE)
+            torch.save(self.method_state_dict(), path)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = os.path.join(checkpoint, STATE_FILE)
+        if not os.path.exists(path):
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {STATE_FILE}; it was not written by a "
+                             "divrl trainer, so the method state (archive, novelty memory, ...) cannot be restored")
+        self.load_method_state_dict(torch.load(path, weights_only=True))
+
+
+def _prompt_key(prompt: str | Sequence[dict[str, Any]]) -> str:
+    """A stable string naming a prompt (text prompts as is, chat prompts as JSON)."""
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)

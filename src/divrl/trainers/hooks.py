@@ -1,0 +1,108 @@
+"""The task hooks a trainer calls per completion (outcome keys, behaviour descriptors, embeddings).
+
+Resolved and checked once, at trainer construction, so a method needing a hook the task lacks fails
+before any model is loaded, with a message naming the config field.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from divrl.task import has_hook
+
+logger = logging.getLogger(__name__)
+
+# Row columns never forwarded to hooks: they would clash with the positional completion argument.
+_EXCLUDED_COLUMNS = ("completion", "completion_ids")
+
+
+def completion_text(completion: Any) -> str:
+    """Plain text of a TRL completion: a string, or a chat list of {"role", "content"} messages.
+
+    For chat lists the assistant messages' contents are joined (all messages when none is marked
+    assistant); content given as a list of parts contributes its "text" parts. Anything else gives "".
+    """
+    if isinstance(completion, str):
+        return completion
+    if not isinstance(completion, list | tuple):
+        return ""
+    messages = [m for m in completion if isinstance(m, dict)]
+    assistant = [m for m in messages if m.get("role") == "assistant"] or messages
+    return "\n".join(_content_text(m.get("content")) for m in assistant)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def normalized_text_key(completion: str, **_: Any) -> str | None:
+    """Default IPS outcome key: the completion with whitespace collapsed and case folded; None if empty."""
+    key = " ".join(completion.split()).casefold()
+    return key or None
+
+
+def hook_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """The dataset columns of one row as hook keyword arguments."""
+    return {k: v for k, v in row.items() if k not in _EXCLUDED_COLUMNS}
+
+
+@dataclass(frozen=True)
+class TaskHooks:
+    """Per-completion callables `hook(completion_text, **row_columns)` chosen for the enabled methods."""
+
+    outcome_key: Callable[..., Hashable | None] | None = None
+    behavior: Callable[..., Sequence[float] | None] | None = None
+    behavior_dims: int | None = None
+    embed: Callable[..., Sequence[float] | None] | None = None
+
+
+def _fail(field: str, problem: str) -> None:
+    raise ValueError(f"DivRLConfig.{field}: {problem}")
+
+
+def resolve_task_hooks(args: Any, task: Any | None) -> TaskHooks:
+    """Pick the hooks the enabled methods need from `task`, raising a ValueError naming the field otherwise."""
+    outcome_key = None
+    if args.ips:
+        source = args.ips_outcome_key
+        if source == "task" and not has_hook(task, "outcome_key"):
+            _fail("ips_outcome_key", "'task' needs a task object with an `outcome_key(completion, **row)` hook")
+        if source == "text" or (source == "auto" and not has_hook(task, "outcome_key")):
+            if source == "auto":
+                logger.warning(
+                    "IPS: the task has no `outcome_key` hook; using the normalised completion text as the outcome "
+                    "(distinct texts count as distinct outcomes). Set ips_outcome_key='text' to silence this."
+                )
+            outcome_key = normalized_text_key
+        else:
+            outcome_key = task.outcome_key
+
+    behavior, behavior_dims = None, None
+    if args.qd:
+        if not has_hook(task, "behavior"):
+            _fail("qd", "needs a task with a `behavior(completion, **row)` hook returning a descriptor in [0,1]^d")
+        behavior = task.behavior
+        task_dims = getattr(task, "behavior_dims", None)
+        if task_dims is None and args.qd_dims is None:
+            _fail("qd_dims", "is needed when the task does not declare `behavior_dims`")
+        if task_dims is not None and not (isinstance(task_dims, int) and task_dims >= 1):
+            _fail("qd", f"task.behavior_dims must be a positive int, got {task_dims!r}")
+        if task_dims is not None and args.qd_dims is not None and len(args.qd_dims) != task_dims:
+            _fail("qd_dims", f"has {len(args.qd_dims)} dimensions but task.behavior_dims is {task_dims}")
+        behavior_dims = task_dims if task_dims is not None else len(args.qd_dims)
+        if args.qd_ranges is not None and len(args.qd_ranges) != behavior_dims:
+            _fail("qd_ranges", f"has {len(args.qd_ranges)} ranges for {behavior_dims} behaviour dimensions")
+
+    embed = None
+    if args.novelty_enabled and args.novelty_embedding == "task":
+        if not has_hook(task, "embed"):
+            _fail("novelty_embedding", "'task' needs a task with an `embed(completion, **row)` hook")
+        embed = task.embed
+    return TaskHooks(outcome_key=outcome_key, behavior=behavior, behavior_dims=behavior_dims, embed=embed)

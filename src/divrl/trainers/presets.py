@@ -1,0 +1,35 @@
+"""Thin presets: a `DivRLTrainer` with one method switched on (any field left at its default gets the preset).
+
+Each accepts exactly DivRLTrainer's arguments; combine methods with `DivRLTrainer` and a `DivRLConfig`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from divrl.trainers.divrl_trainer import DivRLTrainer
+
+
+class IPSGRPOTrainer(DivRLTrainer):
+    """IPS-GRPO (seed 001): rewards divided by their outcome's in-group frequency."""
+
+    preset: ClassVar[dict[str, Any]] = {"ips": True}
+
+
+class QDGRPOTrainer(DivRLTrainer):
+    """QD-GRPO (seed 000, Sec. 4.1): MAP-Elites archive bonuses for new and improved behaviour cells."""
+
+    preset: ClassVar[dict[str, Any]] = {"qd": True}
+
+
+class MaxEntGRPOTrainer(DivRLTrainer):
+    """MaxEnt-GRPO (seed 000, Sec. 4.2) with the paper's values: entropy target H* = 1.0, novelty gamma = 0.3,
+    L = 3 length bins."""
+
+    preset: ClassVar[dict[str, Any]] = {"maxent_entropy_target": 1.0, "novelty_coef": 0.3, "length_bins": 3}
+
+
+class DivergenceGRPOTrainer(DivRLTrainer):
+    """DPH-RL (seed 004): a mass-covering divergence to the initial policy; Jensen-Shannon unless configured."""
+
+    preset: ClassVar[dict[str, Any]] = {"divergence": "js"}

@@ -1,0 +1,185 @@
+"""Rehearsal sets for the divergence estimator on reference samples (DPH-RL, seed 004).
+
+`sample_reference` draws completions from the reference (initial) policy once and stores them with the
+reference's per-token log-probs; during training the divergence is then estimated on these samples with
+only the policy's log-probs (no reference model, no extra generation). Log-probs come from TRL's fused
+LM head at the sampling temperature, the same kernel and temperature the trainer uses for the policy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+META_FILE = "divrl_rehearsal.json"
+COLUMNS = ("prompt_ids", "completion_ids", "ref_logps")
+
+
+def tokenize_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[dict[str, Any]]) -> list[int]:
+    """Token ids of a prompt exactly as TRL's GRPOTrainer builds them (chat template for conversations)."""
+    if isinstance(prompt, str):
+        return list(tokenizer(text=prompt)["input_ids"])
+    if isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
+        out = tokenizer.apply_chat_template(
+            conversation=[prompt], add_generation_prompt=True, tokenize=True, return_dict=True
+        )
+        return list(out["input_ids"][0])
+    raise ValueError(f"a prompt must be a string or a list of chat messages, got {type(prompt).__name__}")
+
+
+def pad_prompt_completion(
+    prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], pad_token_id: int
+) -> dict[str, torch.Tensor]:
+    """Left-pad prompts and right-pad completions like TRL; returns input_ids, attention_mask, completion_mask."""
+    from trl.trainer.utils import pad
+
+    prompts = [torch.tensor(ids, dtype=torch.long) for ids in prompt_ids]
+    completions = [torch.tensor(ids, dtype=torch.long) for ids in completion_ids]
+    prompt_mask = pad([torch.ones_like(p) for p in prompts], padding_value=0, padding_side="left")
+    completion_mask = pad([torch.ones_like(c) for c in completions], padding_value=0, padding_side="right")
+    input_ids = torch.cat(
+        [pad(prompts, padding_value=pad_token_id, padding_side="left"),
+         pad(completions, padding_value=pad_token_id, padding_side="right")], dim=1
+    )
+    return {"input_ids": input_ids, "attention_mask": torch.cat([prompt_mask, completion_mask], dim=1),
+            "completion_mask": completion_mask}
+
+
+@torch.no_grad()
+def fused_completion_logps(
+    model: PreTrainedModel, batch: dict[str, torch.Tensor], temperature: float
+) -> torch.Tensor:
+    """Per-token log-probs of the completion tokens under `model` at `temperature` (TRL's fused LM head)."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    if not getattr(model, "_divrl_fused_head", False):
+        add_fused_lm_head(model, temperature=temperature)
+        model._divrl_fused_head = True
+    logits_to_keep = batch["completion_mask"].shape[1]
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    labels[:, :-logits_to_keep] = -100
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels,
+                fused_lm_head=True)
+    return out.log_probs[:, -logits_to_keep:] * batch["completion_mask"]
+
+
+def _truncate_at_eos(ids: list[int], eos_ids: set[int]) -> list[int]:
+    """Completion ids up to and including the first end-of-sequence token (as TRL does)."""
+    for i, token in enumerate(ids):
+        if token in eos_ids:
+            return ids[: i + 1]
+    return ids
+
+
+def sample_reference(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str | list[dict[str, Any]]],
+    out_dir: str | Path,
+    num_samples: int = 4,
+    max_new_tokens: int = 128,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    batch_size: int = 8,
+    seed: int = 0,
+) -> Path:
+    """Sample `num_samples` completions per prompt from `model` and save them with their log-probs.
+
+    Train with the same `temperature` (DivRLConfig.temperature): the stored log-probs are those of the
+    tempered distribution, and the trainer refuses a rehearsal set sampled at another temperature.
+    """
+    from datasets import Dataset
+
+    if num_samples < 1 or max_new_tokens < 1 or batch_size < 1:
+        raise ValueError("num_samples, max_new_tokens and batch_size must all be >= 1")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not prompts:
+        raise ValueError("no prompts to sample from")
+    torch.manual_seed(seed)
+    model.eval()
+    device = next(model.parameters()).device
+    eos_ids = {tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)} - {None}
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    rows: dict[str, list] = {"prompt": [], "prompt_ids": [], "completion_ids": [], "ref_logps": []}
+    jobs = [(p, tokenize_prompt(tokenizer, p)) for p in prompts for _ in range(num_samples)]
+    for start in range(0, len(jobs), batch_size):
+        chunk = jobs[start : start + batch_size]
+        prompt_ids = [ids for _, ids in chunk]
+        padded = pad_prompt_completion(prompt_ids, [[] for _ in chunk], pad_id)
+        prompt_len = padded["input_ids"].shape[1]
+        generated = model.generate(
+            input_ids=padded["input_ids"].to(device), attention_mask=padded["attention_mask"].to(device),
+            do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
+            pad_token_id=pad_id,
+        )
+        completions = [_truncate_at_eos(row.tolist(), eos_ids) for row in generated[:, prompt_len:].cpu()]
+        batch = {k: v.to(device) for k, v in pad_prompt_completion(prompt_ids, completions, pad_id).items()}
+        logps = fused_completion_logps(model, batch, temperature).cpu()
+        for (prompt, ids), completion, row_logps in zip(chunk, completions, logps, strict=True):
+            rows["prompt"].append(json.dumps(prompt))
+            rows["prompt_ids"].append(ids)
+            rows["completion_ids"].append(completion)
+            rows["ref_logps"].append(row_logps[: len(completion)].tolist())
+    out = Path(out_dir)
+    Dataset.from_dict(rows).save_to_disk(str(out))
+    meta = {"temperature": temperature, "num_prompts": len(prompts), "num_samples": num_samples,
+            "max_new_tokens": max_new_tokens, "model": getattr(model.config, "_name_or_path", ""),
+            "vocab_size": model.config.get_text_config().vocab_size}
+    (out / META_FILE).write_text(json.dumps(meta, indent=2))
+    return out
+
+
+def _as_list(value: Any) -> list:
+    return [] if value is None else list(value) if isinstance(value, list | tuple) else [value]
+
+
+class RehearsalSet:
+    """A saved rehearsal set, read back for training; `batch` serves padded rows with their log-probs."""
+
+    def __init__(self, path: str | Path, temperature: float) -> None:
+        from datasets import load_from_disk
+
+        path = Path(path)
+        meta_path = path / META_FILE
+        if not meta_path.is_file():
+            raise ValueError(
+                f"DivRLConfig.divergence_rehearsal_path: {str(path)!r} is not a rehearsal set (no {META_FILE}); "
+                "create one with `divrl sample-reference`"
+            )
+        self.meta = json.loads(meta_path.read_text())
+        if not math.isclose(float(self.meta["temperature"]), float(temperature)):
+            raise ValueError(
+                f"DivRLConfig.divergence_rehearsal_path: the set was sampled at temperature "
+                f"{self.meta['temperature']} but training uses temperature {temperature}; its log-probs would not "
+                "match the policy's. Sample it again at the training temperature."
+            )
+        data = load_from_disk(str(path))
+        missing = [c for c in COLUMNS if c not in data.column_names]
+        if missing or len(data) == 0:
+            raise ValueError(f"DivRLConfig.divergence_rehearsal_path: {str(path)!r} lacks rows or columns {missing}")
+        self._rows = {c: data[c] for c in COLUMNS}
+
+    def __len__(self) -> int:
+        return len(self._rows["prompt_ids"])
+
+    def batch(self, indices: Sequence[int], pad_token_id: int) -> dict[str, torch.Tensor]:
+        """Padded input_ids / attention_mask / completion_mask and right-padded ref_logps for `indices`."""
+        rows = [i % len(self) for i in indices]
+        batch = pad_prompt_completion([self._rows["prompt_ids"][i] for i in rows],
+                                      [self._rows["completion_ids"][i] for i in rows], pad_token_id)
+        ref = torch.zeros(batch["completion_mask"].shape)
+        for r, i in enumerate(rows):
+            values = self._rows["ref_logps"][i]
+            ref[r, : len(values)] = torch.tensor(values)
+        batch["ref_logps"] = ref
+        return batch
