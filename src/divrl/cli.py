@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "fit-law": "divrl.analysis.law",
     "plot": "divrl.analysis.curves",
     "toy": "divrl.toy.cli",
+    "hypospace": "divrl.tasks.hypospace.cli",
     "prepare-model": "divrl.models",
 }
 

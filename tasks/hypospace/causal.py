@@ -1,0 +1,208 @@
+"""Causal discovery: DAGs on nodes A, B, ... explaining single-node perturbation observations.
+
+Perturbing node v sets v to 0, every descendant of v to 1 and every other node to 0
+(`Perturb(A) -> A:0 B:1 C:0`). An observation set is k observations with distinct perturbed nodes;
+H_O is every DAG with at most `max_edges` edges that reproduces all of them. Counts with unrestricted
+edges: 25 / 543 DAGs and 61 / 847 observation sets (all k) for 3 / 4 nodes.
+
+Canonical hypothesis: edges `A->B` sorted and joined by `;` ("" for no edges). Answers read
+`Graph: A->B, B->C` or `Graph: No edges`; arrows ->, =>, →, ⇒, ⟶ and chains `A->B->C` are accepted;
+unknown nodes, self loops, cycles and too many edges make a proposal unreadable (outside the space).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from divrl.tasks.hypospace.common import HypoSpaceTask, answer_region, check_int, first_line
+
+MAX_NODES = 5  # 6 nodes have 3.8 million DAGs: too many to enumerate per observation set here.
+NODE_NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LABEL = re.compile(r"graph\s*:", re.IGNORECASE)
+_TOKEN = re.compile(r"\s*(?:([A-Za-z]\w*)|(-+>|=+>|→|⟶|⇒|➔|➝)|([,;&])|([\[\]{}()`*\"'.]))\s*")
+_STRICT = re.compile(r"[A-Z] ?-> ?[A-Z](?:[,;] ?[A-Z] ?-> ?[A-Z])*")
+_PAIR = re.compile(r"([A-Z]) ?-> ?([A-Z])")
+_NO_EDGES = frozenset({"no edges", "no edge", "none", "empty", "empty graph", "∅", "{}", "[]", "no edges."})
+_OBSERVATION = re.compile(r"Perturb\(([A-Z])\) -> ((?:[A-Z]:[01] ?)+)")
+
+
+def _descendants(n: int, edges: Iterable[tuple[int, int]]) -> tuple[int, ...] | None:
+    """Descendant bitmask of every node, or None when the edges contain a cycle."""
+    reach = [0] * n
+    for u, v in edges:
+        reach[u] |= 1 << v
+    for _ in range(n):  # n rounds of closure are enough for paths of length <= n
+        reach = [r | _union(reach, r) for r in reach]
+    return None if any(reach[v] >> v & 1 for v in range(n)) else tuple(reach)
+
+
+def _union(reach: list[int], mask: int) -> int:
+    out = 0
+    while mask:
+        low = mask & -mask
+        out |= reach[low.bit_length() - 1]
+        mask ^= low
+    return out
+
+
+def _edge_key(edges: Iterable[tuple[int, int]]) -> str:
+    return ";".join(sorted(f"{NODE_NAMES[u]}->{NODE_NAMES[v]}" for u, v in edges))
+
+
+@lru_cache(maxsize=16)
+def all_dags(n: int, max_edges: int) -> dict[str, tuple[int, ...]]:
+    """Every DAG on n nodes with at most `max_edges` edges: canonical key -> descendant bitmasks."""
+    pairs = list(itertools.combinations(range(n), 2))
+    dags = {}
+    for orientation in itertools.product((0, 1, 2), repeat=len(pairs)):  # absent, u->v, v->u per pair
+        edges = [(u, v) if o == 1 else (v, u) for (u, v), o in zip(pairs, orientation, strict=True) if o]
+        if len(edges) > max_edges:
+            continue
+        reach = _descendants(n, edges)
+        if reach is not None:
+            dags[_edge_key(edges)] = reach
+    return dags
+
+
+class CausalTask(HypoSpaceTask):
+    """HypoSpace causal discovery with `nodes` nodes, at most `max_edges` edges, k in `observations`."""
+
+    domain = "causal"
+    answer_label = "Graph:"
+    behavior_dims = 2
+    behavior_names = ("edge_fraction", "forward_edge_share")
+
+    def __init__(
+        self,
+        nodes: int = 3,
+        max_edges: int | None = None,
+        observations: Sequence[int] | None = None,
+        format_reward: float = 0.0,
+    ) -> None:
+        super().__init__(format_reward)
+        self.nodes = check_int("nodes", nodes, 2, MAX_NODES)
+        max_pairs = nodes * (nodes - 1) // 2
+        self.max_edges = max_pairs if max_edges is None else check_int("max_edges", max_edges, 0, max_pairs)
+        ks = list(range(1, nodes + 1)) if observations is None else list(observations)
+        if not ks:
+            raise ValueError("observations must list at least one k")
+        self.observation_counts = sorted({check_int("observations (k)", k, 1, nodes) for k in ks})
+        self.node_names = NODE_NAMES[:nodes]
+        self._node_index = {name: i for i, name in enumerate(self.node_names)}
+        self._dags = all_dags(self.nodes, self.max_edges)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "max_edges": self.max_edges, "observations": self.observation_counts}
+
+    @property
+    def tag(self) -> str:
+        return f"n{self.nodes}-e{self.max_edges}-k{''.join(map(str, self.observation_counts))}"
+
+    def hypothesis_space(self) -> list[str]:
+        """Every DAG of the space as a canonical key."""
+        return sorted(self._dags)
+
+    def enumerate(self) -> Iterable[tuple[list[str], list[str]]]:
+        for k in self.observation_counts:
+            for perturbed in itertools.combinations(range(self.nodes), k):
+                groups: dict[tuple[int, ...], list[str]] = {}
+                for key, reach in self._dags.items():
+                    groups.setdefault(tuple(reach[v] for v in perturbed), []).append(key)
+                for signature in sorted(groups):
+                    lines = [self._line(v, mask) for v, mask in zip(perturbed, signature, strict=True)]
+                    yield lines, sorted(groups[signature])
+
+    def _line(self, node: int, descendants: int) -> str:
+        """The observation line of perturbing `node` in a graph where it has `descendants` (bitmask)."""
+        effects = " ".join(f"{name}:{descendants >> i & 1}" for i, name in enumerate(self.node_names))
+        return f"Perturb({self.node_names[node]}) -> {effects}"
+
+    # -- reading answers ---------------------------------------------------------------------------------
+    def parse(self, text: str) -> str | None:
+        line = first_line(answer_region(text, _LABEL))
+        if _STRICT.fullmatch(line):  # fast path: the exact answer format
+            key = ";".join(sorted({f"{u}->{v}" for u, v in _PAIR.findall(line)}))
+            return key if key in self._dags else None
+        if line.rstrip(".").strip().lower() in _NO_EDGES:
+            return "" if "" in self._dags else None
+        edges = self._tolerant_edges(line)
+        if not edges:
+            return None
+        key = _edge_key(edges)
+        return key if key in self._dags else None
+
+    def _tolerant_edges(self, line: str) -> set[tuple[int, int]] | None:
+        """Edges of `chain (separator chain)*` where chain = node (arrow node)+; None if anything else."""
+        edges: set[tuple[int, int]] = set()
+        state = "start"  # start | arrow (arrow required) | more (arrow or separator) | target (node required)
+        source = -1
+        pos = 0
+        while pos < len(line):
+            match = _TOKEN.match(line, pos)
+            if match is None:
+                return None
+            pos = match.end()
+            word, arrow, separator = match.group(1), match.group(2), match.group(3)
+            if word is not None and word.lower() == "and":
+                word, separator = None, word
+            if word is not None:
+                node = self._node_index.get(word.upper()) if len(word) == 1 else None
+                if node is None or state not in ("start", "target") or node == source and state == "target":
+                    return None
+                if state == "target":
+                    edges.add((source, node))
+                source, state = node, "arrow" if state == "start" else "more"
+            elif arrow is not None:
+                if state not in ("arrow", "more"):
+                    return None
+                state = "target"
+            elif separator is not None:
+                if state not in ("more", "start"):
+                    return None
+                state = "start"
+        return edges if state in ("more", "start") else None
+
+    def is_consistent(self, hypothesis: str, observations: Sequence[str]) -> bool:
+        reach = self._dags.get(hypothesis)
+        if reach is None:
+            return False
+        for line in observations:
+            match = _OBSERVATION.fullmatch(line.strip())
+            if match is None:
+                raise ValueError(f"malformed causal observation {line!r}")
+            node = self._node_index[match.group(1)]
+            predicted = self._line(node, reach[node])
+            if predicted != line.strip():
+                return False
+        return True
+
+    def descriptor(self, hypothesis: str) -> tuple[float, ...]:
+        edges = hypothesis.split(";") if hypothesis else []
+        forward = sum(edge[0] < edge[-1] for edge in edges)
+        return (
+            len(edges) / self.max_edges if self.max_edges else 0.0,
+            forward / len(edges) if edges else 0.5,
+        )
+
+    # -- prompts ---------------------------------------------------------------------------------------
+    def rules(self) -> str:
+        nodes = ", ".join(self.node_names)
+        return (
+            f"Causal discovery. Nodes: {nodes}. A hypothesis is a directed acyclic graph on these nodes with at "
+            f"most {self.max_edges} edges. Perturbing a node sets it to 0; every node it causes directly or "
+            "indirectly (its descendants) then reads 1, and every other node reads 0."
+        )
+
+    def observation_block(self, observations: Sequence[str]) -> str:
+        return "Observations:\n" + "\n".join(observations)
+
+    def render_answer(self, hypothesis: str) -> str:
+        return "Graph: " + (", ".join(hypothesis.split(";")) if hypothesis else "No edges")
+
+    def format_example(self) -> str:
+        return "Graph: A->B, B->C\n(or, for a graph without edges: Graph: No edges)"

@@ -1,0 +1,102 @@
+"""`divrl hypospace generate`: write every observation set of a HypoSpace configuration as JSONL.
+
+Also the shared command-line pieces (task parameters, split options) that `divrl eval recovery` reuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+# Command-line option -> (domain, task constructor keyword).
+DOMAIN_OPTIONS: dict[str, tuple[str, str]] = {
+    "nodes": ("causal", "nodes"),
+    "max_edges": ("causal", "max_edges"),
+    "observations": ("causal", "observations"),
+    "grid": ("voxel", "grid"),
+    "max_height": ("voxel", "max_height"),
+    "max_blocks": ("voxel", "max_blocks"),
+    "fixed": ("voxel", "fixed"),
+    "operators": ("boolean", "operators"),
+    "max_depth": ("boolean", "max_depth"),
+}
+
+
+def add_task_arguments(parser: argparse.ArgumentParser) -> None:
+    """Task parameters of all three domains (each only valid with its own domain) and split options."""
+    causal = parser.add_argument_group("causal parameters")
+    causal.add_argument("--nodes", type=int, help="number of nodes, 2..5 (default 3)")
+    causal.add_argument("--max-edges", type=int, help="maximum edges per DAG (default: unrestricted)")
+    causal.add_argument(
+        "--observations", type=int, nargs="+", metavar="K", help="observations per set (default: every k from 1 to n)"
+    )
+    voxel = parser.add_argument_group("voxel parameters")
+    voxel.add_argument("--grid", type=int, help="grid side G, 1..6 (default 3)")
+    voxel.add_argument("--max-height", type=int, help="maximum layers H, 1..6 (default 3)")
+    voxel.add_argument("--max-blocks", type=int, help="occupied top-view cells, up to this many (default 3)")
+    voxel.add_argument("--fixed", action="store_true", default=None, help="exactly --max-blocks occupied cells")
+    boolean = parser.add_argument_group("boolean parameters")
+    boolean.add_argument("--operators", choices=["basic", "extended", "full"], help="operator set (default extended)")
+    boolean.add_argument("--max-depth", type=int, help="maximum expression depth, 1..3 (default 2)")
+    split = parser.add_argument_group("split")
+    split.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    split.add_argument("--test-fraction", type=float, default=0.5, help="share of instances in the test split")
+    split.add_argument("--limit", type=int, default=None, help="keep this many instances before splitting")
+
+
+def task_from_args(domain: str, args: argparse.Namespace) -> Any:
+    """Build the task of `domain` from parsed options; ValueError for options of another domain."""
+    from divrl.tasks.hypospace import make_task
+
+    domain = domain.removeprefix("hypospace-")
+    params = {}
+    for option, (owner, keyword) in DOMAIN_OPTIONS.items():
+        value = getattr(args, option, None)
+        if value is None:
+            continue
+        if owner != domain:
+            raise ValueError(f"--{option.replace('_', '-')} applies to the {owner} domain, not {domain}")
+        params[keyword] = value
+    return make_task(domain, **params)
+
+
+def register(subparsers: Any) -> None:
+    """Add `divrl hypospace generate ...`."""
+    parser = subparsers.add_parser("hypospace", help="HypoSpace tasks: generate observation sets with H_O.")
+    commands = parser.add_subparsers(dest="hypospace_command", metavar="ACTION")
+    generate = commands.add_parser(
+        "generate",
+        help="write every observation set with its complete admissible set as JSONL",
+        description="One JSON object per observation set: id, domain, params, observations, hypotheses.",
+    )
+    generate.add_argument("--domain", required=True, choices=["causal", "voxel", "boolean"])
+    add_task_arguments(generate)
+    generate.add_argument("--split", choices=["all", "train", "test"], default="all", help="which instances to write")
+    generate.add_argument("--out", required=True, help="output JSONL file")
+    generate.set_defaults(func=_generate)
+    parser.set_defaults(func=lambda args: _usage(parser))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from divrl.tasks.hypospace import write_jsonl
+
+    try:
+        task = task_from_args(args.domain, args)
+        instances = task.split(args.split, args.seed, args.test_fraction, args.limit)
+    except ValueError as exc:
+        print(f"divrl hypospace generate: error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    count = write_jsonl(instances, out)
+    hypotheses = sum(len(i.hypotheses) for i in instances)
+    print(f"{task.name} {task.params}: wrote {count} observation sets ({hypotheses} admissible hypotheses) to {out}")
+    return 0

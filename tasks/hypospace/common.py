@@ -1,0 +1,440 @@
+"""What the three HypoSpace domains share: instances, splits, export, prompts, rewards and metrics.
+
+A domain (causal, voxel, boolean) subclasses `HypoSpaceTask` and supplies only what differs: the
+exhaustive enumeration of observation sets with their admissible sets H_O, a parser from model text to
+a canonical hypothesis string, a semantic consistency check, behaviour descriptors and prompt pieces.
+Everything else (ids, splits, JSONL / `datasets.Dataset` export, chat and few-shot prompts, the
+sequential protocol, TRL reward functions, IPS outcome keys, QD descriptors, validity / uniqueness /
+recovery metrics) lives here once.
+
+Parsers only ever *read* model output: no eval/exec/sympify. `parse` returns the canonical string of a
+hypothesis inside the domain's hypothesis space, or None for anything else; validity of a proposal is
+then a set lookup `parse(text) in H_O`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+PromptStyle = Literal["chat", "base"]
+Prompt = str | list[dict[str, str]]
+PROMPT_STYLES: tuple[str, ...] = ("chat", "base")
+SPLITS: tuple[str, ...] = ("train", "test", "all")
+# Marks the end of every worked example in base (few-shot) prompts; samplers may stop on it.
+END_MARKER = "END"
+# Longest answer region a parser looks at: no valid hypothesis is anywhere near this long.
+MAX_ANSWER_CHARS = 4000
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One observation set with its complete admissible set (canonical hypothesis strings, sorted)."""
+
+    id: str
+    domain: str
+    params: dict[str, Any]
+    observations: tuple[str, ...]
+    hypotheses: tuple[str, ...]
+    admissible: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "admissible", frozenset(self.hypotheses))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSONL record of the generation contract: id, domain, params, observations, hypotheses."""
+        return {
+            "id": self.id,
+            "domain": self.domain,
+            "params": dict(self.params),
+            "observations": list(self.observations),
+            "hypotheses": list(self.hypotheses),
+        }
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any]) -> Instance:
+        """Inverse of `to_json`; ValueError naming the field when a record is malformed."""
+        for key, kind in (("id", str), ("domain", str), ("params", dict), ("observations", list), ("hypotheses", list)):
+            if not isinstance(record.get(key), kind):
+                raise ValueError(f"instance record needs {key!r} of type {kind.__name__}, got {record.get(key)!r}")
+        return cls(
+            id=record["id"],
+            domain=record["domain"],
+            params=dict(record["params"]),
+            observations=tuple(str(o) for o in record["observations"]),
+            hypotheses=tuple(str(h) for h in record["hypotheses"]),
+        )
+
+
+def write_jsonl(instances: Iterable[Instance], path: str | Path) -> int:
+    """Write one JSON object per instance to `path`; returns the number written."""
+    count = 0
+    with Path(path).open("w", encoding="utf-8") as handle:
+        for instance in instances:
+            handle.write(json.dumps(instance.to_json(), ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def read_jsonl(path: str | Path) -> list[Instance]:
+    """Read instances written by `write_jsonl` (or `divrl hypospace generate`)."""
+    instances = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                instances.append(Instance.from_json(json.loads(line)))
+            except (ValueError, json.JSONDecodeError) as exc:
+                raise ValueError(f"{path}:{line_number}: {exc}") from exc
+    return instances
+
+
+def split_instances(
+    instances: Sequence[Instance], split: str, seed: int = 0, test_fraction: float = 0.5, limit: int | None = None
+) -> list[Instance]:
+    """Deterministic train/test split: shuffle with `seed`, keep the first `limit`, test = the first
+    round(test_fraction * kept) of those, train = the rest; each split keeps generation order."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
+    if not 0.0 <= test_fraction <= 1.0:
+        raise ValueError(f"test_fraction must be in [0, 1], got {test_fraction}")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    order = list(range(len(instances)))
+    random.Random(seed).shuffle(order)
+    kept = order[:limit] if limit is not None else order
+    n_test = round(test_fraction * len(kept))
+    chosen = {"test": kept[:n_test], "train": kept[n_test:], "all": kept}[split]
+    return [instances[i] for i in sorted(chosen)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Reading model output
+
+
+def completion_text(completion: Any) -> str:
+    """Plain text of a completion: a string as is, a chat list as its assistant contents; "" otherwise."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    if not isinstance(completion, Sequence):
+        return ""
+    parts = []
+    for message in completion:
+        if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, Sequence):  # multimodal content parts: keep the text ones
+            parts.extend(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return "\n".join(parts)
+
+
+def answer_region(text: str, label: re.Pattern[str]) -> str:
+    """The text after the first `label` (e.g. "Graph:"), or the whole text without one; fences removed.
+
+    The first answer wins: base models that run on into another worked example end up ignored.
+    """
+    if "```" in text:
+        text = _FENCE.sub("\n", text)
+    match = label.search(text)
+    return text[match.end() :] if match else text
+
+
+def first_line(text: str) -> str:
+    """First non-blank line of `text` (bounded to MAX_ANSWER_CHARS characters), stripped; "" if none."""
+    return text[:MAX_ANSWER_CHARS].lstrip().split("\n", 1)[0].strip()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Metrics over a list of proposals (canonical keys, None = unreadable)
+
+
+def validity(proposals: Sequence[str | None], admissible: frozenset[str]) -> float:
+    """Fraction of proposals that are admissible, duplicates counted."""
+    return sum(p in admissible for p in proposals) / len(proposals) if proposals else 0.0
+
+
+def uniqueness(proposals: Sequence[str | None]) -> float:
+    """Distinct readable proposals / number of proposals (unreadable ones count in N, never as distinct)."""
+    return len({p for p in proposals if p is not None}) / len(proposals) if proposals else 0.0
+
+
+def recovery_curve(proposals: Sequence[str | None], admissible: frozenset[str]) -> list[float]:
+    """RR(n) for n = 1..len(proposals): distinct admissible proposals among the first n, over |H_O|."""
+    if not admissible:
+        raise ValueError("recovery needs a non-empty admissible set")
+    found: set[str] = set()
+    curve = []
+    for proposal in proposals:
+        if proposal in admissible:
+            found.add(proposal)
+        curve.append(len(found) / len(admissible))
+    return curve
+
+
+# ----------------------------------------------------------------------------------------------------
+# The task base class
+
+
+class HypoSpaceTask(ABC):
+    """A HypoSpace domain as a divrl task: enumeration, prompts, parser, rewards, outcome keys, descriptors.
+
+    `format_reward > 0` adds a second, shaped reward function that pays `format_reward` for any readable
+    hypothesis of the space (valid or not): a denser signal for models that rarely produce the format.
+    The default (0) is the IPS paper's binary validity reward alone.
+    """
+
+    domain: ClassVar[str]
+    answer_label: ClassVar[str]
+    behavior_dims: ClassVar[int]
+    behavior_names: ClassVar[tuple[str, ...]]
+
+    def __init__(self, format_reward: float = 0.0) -> None:
+        if not 0.0 <= format_reward <= 1.0:
+            raise ValueError(f"format_reward must be in [0, 1], got {format_reward}")
+        self.format_reward_value = float(format_reward)
+        self._admissible_cache: dict[tuple[str, ...], frozenset[str]] = {}
+
+    # -- what a domain supplies --------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """Generation parameters, recorded in every instance."""
+
+    @property
+    @abstractmethod
+    def tag(self) -> str:
+        """Short parameter tag used in instance ids, e.g. `n4-e6-k3`."""
+
+    @abstractmethod
+    def enumerate(self) -> Iterable[tuple[list[str], list[str]]]:
+        """Every observation set with a non-empty admissible set: (observation lines, sorted hypotheses)."""
+
+    @abstractmethod
+    def parse(self, text: str) -> str | None:
+        """Canonical hypothesis of the space read from model text, or None; never raises, never evaluates."""
+
+    @abstractmethod
+    def is_consistent(self, hypothesis: str, observations: Sequence[str]) -> bool:
+        """Semantic check (no lookup): does canonical `hypothesis` reproduce every observation?"""
+
+    @abstractmethod
+    def descriptor(self, hypothesis: str) -> tuple[float, ...]:
+        """Behaviour descriptor in [0, 1]^behavior_dims of a canonical hypothesis."""
+
+    @abstractmethod
+    def rules(self) -> str:
+        """The domain's rules, stated for the model."""
+
+    @abstractmethod
+    def observation_block(self, observations: Sequence[str]) -> str:
+        """Observations as shown in prompts, with their heading."""
+
+    @abstractmethod
+    def render_answer(self, hypothesis: str) -> str:
+        """A canonical hypothesis written in the answer format, label included."""
+
+    @abstractmethod
+    def format_example(self) -> str:
+        """One answer in the exact answer format, shown in chat prompts."""
+
+    # -- instances -----------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"hypospace-{self.domain}"
+
+    @cached_property
+    def _instances(self) -> tuple[Instance, ...]:
+        params = self.params
+        return tuple(
+            Instance(f"{self.domain}-{self.tag}-{i:05d}", self.domain, params, tuple(obs), tuple(hyps))
+            for i, (obs, hyps) in enumerate(self.enumerate())
+        )
+
+    def instances(self) -> list[Instance]:
+        """All observation sets of this configuration, in generation order (computed once)."""
+        return list(self._instances)
+
+    def split(self, split: str, seed: int = 0, test_fraction: float = 0.5, limit: int | None = None) -> list[Instance]:
+        """Instances of `split` ("train", "test" or "all"); see `split_instances`."""
+        return split_instances(self._instances, split, seed, test_fraction, limit)
+
+    # -- prompts -------------------------------------------------------------------------------------
+    def _previous_block(self, previous: Sequence[str]) -> str:
+        lines = "\n".join(self.render_answer(h) for h in dict.fromkeys(previous))
+        return f"Earlier proposals (give a hypothesis that differs from every one of them):\n{lines}"
+
+    def chat_prompt(self, instance: Instance, previous: Sequence[str] = ()) -> list[dict[str, str]]:
+        """A one-message chat prompt; `previous` (canonical hypotheses) turns on the sequential protocol."""
+        parts = [self.rules(), self.observation_block(instance.observations)]
+        if previous:
+            parts.append(self._previous_block(previous))
+        parts.append(
+            "Propose one hypothesis that is consistent with every observation. Reply with the answer only, "
+            f"in exactly this format:\n{self.format_example()}"
+        )
+        return [{"role": "user", "content": "\n\n".join(parts)}]
+
+    def base_prompt(
+        self, instance: Instance, exemplars: Sequence[tuple[Instance, str]], previous: Sequence[str] = ()
+    ) -> str:
+        """Plain-text few-shot prompt: rules, worked examples ending in END, then the query up to the label."""
+        blocks = [self.rules()]
+        for example, hypothesis in exemplars:
+            blocks.append(
+                f"{self.observation_block(example.observations)}\n{self.render_answer(hypothesis)}\n{END_MARKER}"
+            )
+        query = self.observation_block(instance.observations)
+        if previous:
+            query += "\n" + self._previous_block(previous)
+        blocks.append(f"{query}\n{self.answer_label}")
+        return "\n\n".join(blocks)
+
+    def exemplars(
+        self, instance: Instance, pool: Sequence[Instance], count: int = 3, seed: int = 0
+    ) -> list[tuple[Instance, str]]:
+        """`count` worked examples from `pool` (other than `instance`), each with one admissible hypothesis."""
+        candidates = [p for p in pool if p.id != instance.id] or [p for p in self._instances if p.id != instance.id]
+        rng = random.Random(f"{seed}-exemplars")
+        chosen = rng.sample(candidates, min(count, len(candidates)))
+        return [(ex, random.Random(f"{seed}-{ex.id}").choice(ex.hypotheses)) for ex in chosen]
+
+    def prompt(
+        self,
+        instance: Instance,
+        style: PromptStyle = "chat",
+        previous: Sequence[str] = (),
+        exemplars: Sequence[tuple[Instance, str]] = (),
+    ) -> Prompt:
+        """The prompt of `instance` in `style` ("chat" message list or "base" plain text)."""
+        if style == "chat":
+            return self.chat_prompt(instance, previous)
+        if style == "base":
+            return self.base_prompt(instance, exemplars, previous)
+        raise ValueError(f"unknown prompt style {style!r}; choose one of {PROMPT_STYLES}")
+
+    def prompts_for(
+        self,
+        instances: Sequence[Instance],
+        style: PromptStyle,
+        seed: int = 0,
+        test_fraction: float = 0.5,
+        limit: int | None = None,
+        n_exemplars: int = 3,
+    ) -> Callable[[Instance, Sequence[str]], Prompt]:
+        """A prompt builder for `instances`; base-style exemplars come from the train split (no test leakage)."""
+        if style not in PROMPT_STYLES:
+            raise ValueError(f"unknown prompt style {style!r}; choose one of {PROMPT_STYLES}")
+        pool = self.split("train", seed, test_fraction, limit)
+
+        def build(instance: Instance, previous: Sequence[str] = ()) -> Prompt:
+            shots = self.exemplars(instance, pool, n_exemplars, seed) if style == "base" else ()
+            return self.prompt(instance, style, previous, shots)
+
+        return build
+
+    def train_dataset(
+        self,
+        split: str = "train",
+        style: PromptStyle = "chat",
+        seed: int = 0,
+        test_fraction: float = 0.5,
+        limit: int | None = None,
+        n_exemplars: int = 3,
+    ) -> Dataset:
+        """A TRL-ready `datasets.Dataset`: `prompt` plus the `id`, `observations`, `hypotheses` columns."""
+        from datasets import Dataset
+
+        instances = self.split(split, seed, test_fraction, limit)
+        if not instances:
+            raise ValueError(f"split {split!r} of {self.name} {self.params} is empty")
+        build = self.prompts_for(instances, style, seed, test_fraction, limit, n_exemplars)
+        return Dataset.from_list(
+            [
+                {
+                    "prompt": build(inst),
+                    "id": inst.id,
+                    "observations": list(inst.observations),
+                    "hypotheses": list(inst.hypotheses),
+                }
+                for inst in instances
+            ]
+        )
+
+    # -- verification, rewards and hooks -------------------------------------------------------------
+    def admissible_set(self, hypotheses: Iterable[str]) -> frozenset[str]:
+        """H_O as a frozenset, cached per distinct column value so repeated rows cost one hash."""
+        if isinstance(hypotheses, frozenset):
+            return hypotheses
+        key = tuple(hypotheses)
+        cached = self._admissible_cache.get(key)
+        if cached is None:
+            cached = self._admissible_cache[key] = frozenset(key)
+        return cached
+
+    def is_valid(
+        self, completion: Any, hypotheses: Iterable[str] | None = None, observations: Sequence[str] | None = None
+    ) -> bool:
+        """Whether a completion states an admissible hypothesis: H_O lookup, or the semantic check without H_O."""
+        hypothesis = self.parse(completion_text(completion))
+        if hypothesis is None:
+            return False
+        if hypotheses is not None:
+            return hypothesis in self.admissible_set(hypotheses)
+        if observations is not None:
+            return self.is_consistent(hypothesis, observations)
+        raise ValueError("validity needs the 'hypotheses' column (admissible set) or the 'observations' column")
+
+    def validity_reward(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        hypotheses: Sequence[Sequence[str]] | None = None,
+        observations: Sequence[Sequence[str]] | None = None,
+        **_: Any,
+    ) -> list[float]:
+        """Binary reward (IPS paper): 1.0 when the completion parses to an admissible hypothesis, else 0.0."""
+        if hypotheses is None and observations is None:
+            raise ValueError("validity_reward needs the 'hypotheses' (admissible set) or 'observations' column")
+        missing = [None] * len(completions)
+        columns = zip(completions, hypotheses or missing, observations or missing, strict=True)
+        return [float(self.is_valid(c, h, o)) for c, h, o in columns]
+
+    def format_reward(self, prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
+        """Shaped format reward: `format_reward` for a readable hypothesis of the space, else 0."""
+        return [self.format_reward_value * (self.parse(completion_text(c)) is not None) for c in completions]
+
+    def reward_funcs(self) -> list[Callable[..., list[float]]]:
+        """TRL reward functions: validity, plus the format reward when `format_reward > 0`."""
+        return [self.validity_reward, self.format_reward] if self.format_reward_value > 0 else [self.validity_reward]
+
+    def outcome_key(self, completion: Any, **row: Any) -> str | None:
+        """IPS / recovery outcome: the canonical hypothesis string, None when unreadable."""
+        return self.parse(completion_text(completion))
+
+    def behavior(self, completion: Any, **row: Any) -> tuple[float, ...] | None:
+        """QD descriptor in [0, 1]^behavior_dims of the completion's hypothesis, None when unreadable."""
+        hypothesis = self.parse(completion_text(completion))
+        return None if hypothesis is None else self.descriptor(hypothesis)
+
+
+def check_int(name: str, value: Any, low: int, high: int) -> int:
+    """`value` as an int in [low, high], else ValueError naming the parameter and its range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+    return value
