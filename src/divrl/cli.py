@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "toy": "divrl.toy.cli",
     "hypospace": "divrl.tasks.hypospace.cli",
     "prepare-model": "divrl.models",
+    "sample-reference": "divrl.trainers.sample_reference_cli",
 }
 
 # `divrl eval <name>` subcommands: name -> module with `register(subparsers)`.

@@ -8,7 +8,10 @@ saved directory loads with `AutoModelForCausalLM.from_pretrained(path)` and
 from __future__ import annotations
 
 import string
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ARCHITECTURES = ("qwen3", "gemma3")
 
@@ -117,3 +120,35 @@ def build_tiny_model(
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.save_pretrained(out)
     return out
+
+
+@contextmanager
+def scripted_generation(tokenizer: Any, script: Callable[[str, int], str]) -> Iterator[None]:
+    """Patch `GenerationMixin.generate`: prompt row i of a call gets the completion `script(prompt_text, row)`.
+
+    `row` is the row's index in the global batch (this process's rows follow those of lower ranks), so the
+    same script yields the same global batch under any number of processes. Completions are tokenized,
+    end with EOS and are cut at the call's `max_new_tokens`, so exact expected values can be computed.
+    """
+    from unittest.mock import patch
+
+    import torch
+    from accelerate import PartialState
+    from transformers import GenerationMixin
+
+    def generate(self: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any):
+        config = kwargs.get("generation_config")
+        max_new = getattr(config, "max_new_tokens", None) or kwargs.get("max_new_tokens") or 10**6
+        offset = PartialState().process_index * input_ids.shape[0]
+        completions = []
+        for i, row in enumerate(input_ids):
+            prompt = row if attention_mask is None else row[attention_mask[i].bool()]
+            text = script(tokenizer.decode(prompt), offset + i)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            completions.append(ids[:max_new])
+        width = max(len(c) for c in completions)
+        padded = [c + [tokenizer.pad_token_id] * (width - len(c)) for c in completions]
+        return torch.cat([input_ids, torch.tensor(padded, dtype=input_ids.dtype, device=input_ids.device)], dim=1)
+
+    with patch.object(GenerationMixin, "generate", generate):
+        yield
