@@ -114,13 +114,14 @@ class MPO:
         mol = parse_smiles(smiles)
         if mol is None:
             return None
-        canonical = canonical_smiles(mol)
         scores = {}
         with quiet_rdkit():
             for name, component in self.mol_components.items():
-                scores[name] = self._checked(name, component, mol, canonical)
-        for name, component in self.smiles_components.items():
-            scores[name] = self._checked(name, component, canonical, canonical)
+                scores[name] = self._checked(name, component, mol, smiles)
+        if self.smiles_components:
+            canonical = canonical_smiles(mol)
+            for name, component in self.smiles_components.items():
+                scores[name] = self._checked(name, component, canonical, canonical)
         return scores
 
     def _checked(self, name: str, component: Callable, argument: object, smiles: str) -> float:

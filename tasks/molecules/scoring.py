@@ -9,6 +9,7 @@ by `workers` processes (spawned, so the oracle must be picklable; otherwise scor
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import pickle
@@ -21,6 +22,8 @@ from divrl.tasks.molecules.chem import canonicalize
 logger = logging.getLogger(__name__)
 
 Oracle = Callable[[str], float]
+# Memo of raw string -> canonical SMILES: exact repeats (common under RL) skip RDKit entirely.
+_canonical_key = functools.lru_cache(maxsize=2**16)(canonicalize)
 
 
 class OracleCall(NamedTuple):
@@ -68,7 +71,7 @@ class CachedScorer:
 
     def score(self, smiles: Sequence[str | None]) -> list[float]:
         """Scores of `smiles` (any strings or None; invalid ones score 0 without an oracle call)."""
-        canonical = [canonicalize(s) for s in smiles]
+        canonical = [_canonical_key(s) if isinstance(s, str) else None for s in smiles]
         new = [s for s in dict.fromkeys(c for c in canonical if c is not None) if s not in self.cache]
         for s, value in zip(new, self._call_oracle(new), strict=True):
             self.cache[s] = value
