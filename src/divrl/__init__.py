@@ -19,6 +19,7 @@ _LAZY_EXPORTS: dict[str, str] = {
     "QDGRPOTrainer": "divrl.trainers.presets",
     "MaxEntGRPOTrainer": "divrl.trainers.presets",
     "DivergenceGRPOTrainer": "divrl.trainers.presets",
+    "PopulationGRPOTrainer": "divrl.trainers.presets",
     "sample_reference": "divrl.trainers.rehearsal",
 }
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from divrl.core.divergence import DIVERGENCES
+from divrl.trainers.population import PopulationConfig
 
 OUTCOME_KEY_SOURCES = ("auto", "task", "text")
 ARCHIVE_SCOPES = ("global", "prompt")
@@ -24,7 +25,7 @@ def _help(text: str) -> dict[str, str]:
 
 
 @dataclass
-class DivRLConfig(GRPOConfig):
+class DivRLConfig(PopulationConfig, GRPOConfig):
     """GRPOConfig plus IPS, QD, MaxEnt (entropy, novelty, length bins) and divergence fields.
 
     The fields below document their default and source seed; see the module docstring for seed numbers.
@@ -106,6 +107,7 @@ class DivRLConfig(GRPOConfig):
     def validate(self) -> None:
         """Check the divrl fields (also re-run after a preset trainer switches its method on)."""
         self.qd_ranges = _as_range_pairs(self.qd_ranges)
+        self.validate_population()
         _check_choice("ips_outcome_key", self.ips_outcome_key, OUTCOME_KEY_SOURCES)
         _check_choice("qd_archive", self.qd_archive, ARCHIVE_SCOPES)
         _check_choice("novelty_embedding", self.novelty_embedding, NOVELTY_EMBEDDINGS)

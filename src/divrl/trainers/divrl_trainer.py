@@ -43,6 +43,7 @@ from divrl.core import (
 from divrl.core.archive import AddStatus
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.hooks import TaskHooks, completion_text, hook_columns, resolve_task_hooks
+from divrl.trainers.population import PopulationMixin
 from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
 
 logger = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class DiversityState:
                 part.load_state_dict(state[name])
 
 
-class DivRLTrainer(GRPOTrainer):
+class DivRLTrainer(PopulationMixin, GRPOTrainer):
     """GRPOTrainer with the diversity methods enabled in its `DivRLConfig` (any subset, composable).
 
     Arguments are GRPOTrainer's, plus `task`: an object following `divrl.task.Task` whose hooks

@@ -33,3 +33,10 @@ class DivergenceGRPOTrainer(DivRLTrainer):
     """DPH-RL (seed 004): a mass-covering divergence to the initial policy; Jensen-Shannon unless configured."""
 
     preset: ClassVar[dict[str, Any]] = {"divergence": "js"}
+
+
+class PopulationGRPOTrainer(DivRLTrainer):
+    """Population-GRPO (seed 000, Sec. 4.3): K LoRA members on one base model, scored, souped and perturbed
+    (see `divrl.trainers.population`); combine with any other method through the config."""
+
+    preset: ClassVar[dict[str, Any]] = {"population": True}

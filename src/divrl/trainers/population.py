@@ -1,0 +1,454 @@
+"""Population-GRPO (seed 000, Sec. 4.3) on one base model: K LoRA adapters are the K members.
+
+Members train in turn, each on its own batches and its own completions: the member scheduled for a
+generation cycle (`steps_per_generation * num_iterations` micro-steps) is made active before it generates.
+Every member trains `population_interval` (T) optimizer steps between two selections; then each member
+samples completions for the held prompts, gets the score S_k = d_k (1 + max reward), the top M are souped
+exactly in delta-W space (`divrl.core.lora_soup_delta`), projected back to the adapters' rank
+(`divrl.core.project_to_rank`, truncation error logged as `population/soup_error`), and all K restart from
+the soup plus N(0, sigma_p^2) noise on their LoRA factors.
+
+Design decisions:
+- The optimizer holds every member's LoRA parameters (PEFT's `set_adapter` would leave only the active
+  one trainable when the optimizer is built: the "optimizer trap" of notes/lora-soups.md). Inactive
+  members get no gradient (None), so AdamW leaves them and their moments untouched: the Adam state is
+  per parameter, hence per member.
+- After a soup the optimizer state of every member is reset: the soup's factors live in new coordinates
+  (an SVD of the souped delta), so the old moments no longer describe them.
+- The initial population is K copies of the initial adapter ("default") plus the same noise.
+- Scores use the task reward only (TRL's reward columns, before any IPS/QD/novelty shaping, and without
+  touching archives or memories); d_k is the mean pairwise cosine distance of hashed character n-gram
+  embeddings of a prompt's completions, averaged over the held prompts.
+- Each member keeps its own `DiversityState` (archive, novelty memory, entropy coefficient), swapped in
+  with the member; after a soup they are kept (they describe what was explored, not the weights).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from divrl.core.metrics import mean_pairwise_cosine_distance
+from divrl.core.novelty import hashed_ngram_embedding
+from divrl.core.population import lora_soup_delta, perturb_, project_to_rank, select_top, selection_scores
+
+logger = logging.getLogger(__name__)
+
+POPULATION_STATE_FILE = "population_state.pt"
+FIRST_MEMBER = "default"  # PEFT's adapter name: member 0 is saved at the top level of a checkpoint
+MEMBER_PREFIX = "member_"
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass
+class PopulationConfig:
+    """The Population-GRPO fields of `DivRLConfig` (seed 000, Sec. 4.3), each with its default and source."""
+
+    population: bool = field(default=False, metadata=_help(
+        "Population-GRPO (seed 000, Sec. 4.3): K LoRA adapters on one base model, periodically scored, souped "
+        "and restarted from the soup plus noise. Needs peft_config=LoraConfig(...). Default False."))
+    population_size: int = field(default=5, metadata=_help(
+        "Number of members K (seed 000: K = 5; its ablation finds K = 5 best). Default 5."))
+    population_top_m: int = field(default=3, metadata=_help(
+        "Members M whose adapters are souped at each selection (seed 000: M = 3). Default 3."))
+    population_interval: int = field(default=10, metadata=_help(
+        "T: optimizer steps EACH member trains between two selections (seed 000: T = 10 epochs of its "
+        "parallel policies), so a selection happens every K * T trainer steps. Default 10."))
+    population_sigma: float = field(default=0.01, metadata=_help(
+        "Standard deviation sigma_p of the Gaussian noise added to every member's LoRA factors after a soup "
+        "and at the start (seed 000: sigma_p = 0.01). Default 0.01."))
+    population_soup_rank: int | None = field(default=None, metadata=_help(
+        "Rank r of the souped adapter (the exact soup has rank up to M x LoRA rank; seed 000 averages full "
+        "weights and has no r). At most the LoRA rank; unused rank slots restart at zero (plus noise). "
+        "Default None = the LoRA rank."))
+    population_held_prompts: int = field(default=8, metadata=_help(
+        "Prompts each member is scored on at a selection (seed 000 scores on its 8 prompts). Taken from "
+        "eval_dataset when given, else held out from the end of train_dataset. Default 8."))
+
+    def validate_population(self) -> None:
+        """Raise a ValueError naming the field when a population field is out of range."""
+        checks = (
+            (self.population_size >= 1, "population_size", f"must be >= 1, got {self.population_size}"),
+            (1 <= self.population_top_m <= self.population_size, "population_top_m",
+             f"must satisfy 1 <= M <= population_size ({self.population_size}), got {self.population_top_m}"),
+            (self.population_interval >= 1, "population_interval", f"must be >= 1, got {self.population_interval}"),
+            (self.population_sigma >= 0, "population_sigma", f"must be >= 0, got {self.population_sigma}"),
+            (self.population_soup_rank is None or self.population_soup_rank >= 1, "population_soup_rank",
+             f"must be None or >= 1, got {self.population_soup_rank}"),
+            (self.population_held_prompts >= 1, "population_held_prompts",
+             f"must be >= 1, got {self.population_held_prompts}"),
+        )
+        for ok, name, problem in checks:
+            if not ok:
+                raise ValueError(f"DivRLConfig.{name} {problem}")
+
+
+# ------------------------------------------------------------------------------ adapters as members
+def member_names(size: int) -> list[str]:
+    """Adapter names of a population of `size`: PEFT's "default" adapter is member 0."""
+    return [FIRST_MEMBER] + [f"{MEMBER_PREFIX}{k}" for k in range(1, size)]
+
+
+def check_population_adapter(model: Any, adapter: str = FIRST_MEMBER) -> None:
+    """Refuse adapters whose soup is not a soup of s * B @ A deltas (DoRA, LoRA biases, full-module copies)."""
+    from peft import LoraConfig, PeftModel
+
+    if not isinstance(model, PeftModel) or adapter not in model.peft_config:
+        raise ValueError("DivRLConfig.population needs LoRA members on one base model: pass "
+                         "peft_config=peft.LoraConfig(...) (or a PeftModel with a LoRA adapter 'default')")
+    config = model.peft_config[adapter]
+    if not isinstance(config, LoraConfig):
+        raise ValueError(f"DivRLConfig.population needs a LoRA adapter, got {type(config).__name__}")
+    unsupported = {
+        "use_dora": "DoRA's magnitude normalisation makes a soup of deltas inexact",
+        "lora_bias": "LoRA biases are not part of s * B @ A",
+        "modules_to_save": "full module copies per member would cost K copies of those modules",
+        "trainable_token_indices": "trainable token embeddings are not part of s * B @ A",
+        "target_parameters": "LoRA on raw parameters is not supported by the soup",
+    }
+    for option, reason in unsupported.items():
+        if getattr(config, option, None):
+            raise ValueError(f"DivRLConfig.population: LoraConfig.{option} is not supported ({reason}); "
+                             "population members must be plain (or rsLoRA) LoRA adapters on linear layers")
+    lora_layers(model, adapter)  # raises on embedding / convolution LoRA
+
+
+def lora_layers(model: torch.nn.Module, adapter: str) -> list[tuple[str, Any]]:
+    """The (module name, LoRA layer) pairs holding `adapter` as linear factors lora_A / lora_B."""
+    from peft.tuners.lora import LoraLayer
+
+    layers = []
+    for name, module in model.named_modules():
+        if not isinstance(module, LoraLayer) or adapter not in module.r:
+            continue
+        if adapter not in module.lora_A or module.lora_A[adapter].weight.dim() != 2:
+            raise ValueError(f"DivRLConfig.population: LoRA on {name} ({type(module).__name__}) is not a linear "
+                             "layer; soups support LoRA on linear layers only (set LoraConfig.target_modules)")
+        layers.append((name, module))
+    if not layers:
+        raise ValueError(f"DivRLConfig.population: adapter {adapter!r} has no LoRA layers")
+    return layers
+
+
+def adapter_parameters(model: torch.nn.Module, adapter: str) -> list[torch.nn.Parameter]:
+    """The LoRA factors (A, B per layer) of one adapter, in module order."""
+    return [p for _, layer in lora_layers(model, adapter)
+            for p in (layer.lora_A[adapter].weight, layer.lora_B[adapter].weight)]
+
+
+@torch.no_grad()
+def copy_adapter(model: torch.nn.Module, source: str, target: str) -> None:
+    """Set adapter `target`'s factors to `source`'s (same configuration)."""
+    for src, dst in zip(adapter_parameters(model, source), adapter_parameters(model, target), strict=True):
+        dst.copy_(src)
+
+
+def soup_deltas(model: torch.nn.Module, sources: Sequence[str], weights: Sequence[float] | None = None
+                ) -> Iterator[tuple[str, Any, torch.Tensor]]:
+    """(module name, layer, exact soup sum_i w_i s_i B_i A_i) per LoRA layer, one module at a time."""
+    for name, layer in lora_layers(model, sources[0]):
+        factors = [(layer.lora_A[s].weight, layer.lora_B[s].weight, layer.scaling[s]) for s in sources]
+        yield name, layer, lora_soup_delta(factors, weights)
+
+
+@torch.no_grad()
+def soup_adapters(model: torch.nn.Module, sources: Sequence[str], targets: Sequence[str],
+                  weights: Sequence[float] | None = None, rank: int | None = None) -> float:
+    """Set every target adapter to the best rank-`rank` approximation of the exact soup of `sources`.
+
+    `rank` None = each layer's LoRA rank; smaller ranks leave the remaining factor rows/columns zero.
+    Returns the relative Frobenius truncation error over all layers,
+    sqrt(sum_layers ||dW - dW_r||^2 / sum_layers ||dW||^2) (0 when nothing was truncated).
+    """
+    squared_error = squared_norm = 0.0
+    for name, layer, delta in soup_deltas(model, sources, weights):
+        lora_rank = layer.r[targets[0]]
+        kept = lora_rank if rank is None else rank
+        if kept > lora_rank:
+            raise ValueError(f"DivRLConfig.population_soup_rank ({kept}) exceeds the LoRA rank {lora_rank} of {name}")
+        lora_a, lora_b, error = project_to_rank(delta, kept, layer.scaling[targets[0]])
+        for target in targets:
+            a, b = layer.lora_A[target].weight, layer.lora_B[target].weight
+            a.zero_()
+            b.zero_()
+            a[:kept].copy_(lora_a)
+            b[:, :kept].copy_(lora_b)
+        norm = float(delta.square().sum())
+        squared_norm += norm
+        squared_error += error**2 * norm
+    return math.sqrt(squared_error / squared_norm) if squared_norm > 0 else 0.0
+
+
+# ---------------------------------------------------------------------------------- trainer side
+@dataclass
+class PopulationState:
+    """Where the population stands: saved with every checkpoint (plain python, weights_only-safe)."""
+
+    size: int
+    active: int = 0
+    soups: int = 0
+    member_steps: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    selected: list[int] = field(default_factory=list)
+    soup_error: float | None = None
+
+    def __post_init__(self) -> None:
+        self.member_steps = self.member_steps or [0] * self.size
+
+
+class _PopulationStepCallback(TrainerCallback):
+    """Calls the trainer's population bookkeeping after every optimizer step."""
+
+    def __init__(self, trainer: PopulationMixin) -> None:
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):  # noqa: D102 (TrainerCallback hook)
+        self.trainer._population_step_end()
+
+
+class PopulationMixin:
+    """Population-GRPO for a GRPOTrainer subclass (DivRLTrainer); inert unless `args.population`.
+
+    Expects the host to provide `new_diversity_state()` and the `diversity_state` attribute (DivRLTrainer),
+    so each member keeps its own method state.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.population: PopulationState | None = None
+        if self.args.population:
+            self._setup_population()
+
+    # ----------------------------------------------------------------------------- construction
+    def _setup_population(self) -> None:
+        """Check the configuration against the model, add the K-1 extra adapters, pick the held prompts."""
+        args = self.args
+        check_population_adapter(self.model)
+        if args.population_soup_rank is not None:
+            smallest = min(layer.r[FIRST_MEMBER] for _, layer in lora_layers(self.model, FIRST_MEMBER))
+            if args.population_soup_rank > smallest:
+                raise ValueError(f"DivRLConfig.population_soup_rank ({args.population_soup_rank}) exceeds the "
+                                 f"smallest LoRA rank of the adapter ({smallest})")
+        generate_every = args.steps_per_generation * self.num_iterations
+        if generate_every % args.gradient_accumulation_steps:
+            raise ValueError(
+                "DivRLConfig.steps_per_generation x num_iterations "
+                f"({args.steps_per_generation} x {self.num_iterations}) must be a multiple of "
+                f"gradient_accumulation_steps ({args.gradient_accumulation_steps}) with population=True, so that "
+                "one member's completions are never mixed with another's in one optimizer step")
+        self._steps_per_turn = generate_every // args.gradient_accumulation_steps
+        if args.population_interval % self._steps_per_turn:
+            raise ValueError(f"DivRLConfig.population_interval ({args.population_interval}) must be a multiple of the "
+                             f"optimizer steps per generation ({self._steps_per_turn}) so every member trains "
+                             "equally between selections")
+        processes = self.accelerator.num_processes
+        if args.population_held_prompts % processes:
+            raise ValueError(f"DivRLConfig.population_held_prompts ({args.population_held_prompts}) must be a "
+                             f"multiple of the number of processes ({processes})")
+        self._held_rows = self._take_held_prompts(args.population_held_prompts)
+        # Members not trained at a step have no gradient: under DDP they are unused parameters.
+        if args.ddp_find_unused_parameters is None:
+            args.ddp_find_unused_parameters = True
+
+        self.member_names = member_names(args.population_size)
+        first = self.model.peft_config[FIRST_MEMBER]
+        for name in self.member_names[1:]:
+            self.model.add_adapter(name, first)
+        for name in self.member_names[1:]:
+            copy_adapter(self.model, FIRST_MEMBER, name)
+        self.population = PopulationState(size=args.population_size)
+        self._member_diversity: list[Any] | None = None
+        self._perturb_members()
+        self._activate_member(0)
+        self.add_callback(_PopulationStepCallback(self))
+
+    def _take_held_prompts(self, count: int) -> list[dict[str, Any]]:
+        """The rows scored at selections: the first `count` of eval_dataset, else held out from train_dataset."""
+        from datasets import Dataset
+
+        source = self.eval_dataset if isinstance(self.eval_dataset, Dataset) else None
+        if source is None:
+            if not isinstance(self.train_dataset, Dataset) or len(self.train_dataset) <= count:
+                raise ValueError(
+                    f"DivRLConfig.population_held_prompts ({count}) needs an eval_dataset with that many rows, or a "
+                    "map-style train_dataset with more rows to hold them out from")
+            kept = len(self.train_dataset) - count
+            rows = self.train_dataset.select(range(kept, len(self.train_dataset)))
+            self.train_dataset = self.train_dataset.select(range(kept))
+            logger.info("Population-GRPO: holding out the last %d training prompts for member scoring", count)
+        else:
+            if len(source) < count:
+                raise ValueError(f"DivRLConfig.population_held_prompts ({count}) exceeds the eval_dataset size "
+                                 f"({len(source)})")
+            rows = source.select(range(count))
+        return [dict(row) for row in rows]
+
+    # ------------------------------------------------------------------------------- members
+    def member_diversity_states(self) -> list[Any]:
+        """Each member's DiversityState (the active one is `self.diversity_state`); created on first use."""
+        if self._member_diversity is None:
+            self._member_diversity = [self.diversity_state] + [
+                self.new_diversity_state() for _ in range(self.population.size - 1)
+            ]
+        return self._member_diversity
+
+    def member_parameters(self) -> list[torch.nn.Parameter]:
+        """Every member's LoRA factors (all of them are in the optimizer)."""
+        return [p for name in self.member_names for p in adapter_parameters(self.model, name)]
+
+    def _activate_member(self, index: int) -> None:
+        """Route forward passes through member `index`, keep all members trainable, swap in its method state."""
+        self.model.set_adapter(self.member_names[index])
+        self.model.set_requires_grad(self.member_names, requires_grad=True)
+        self.population.active = index
+        if hasattr(self, "diversity_state"):
+            self.diversity_state = self.member_diversity_states()[index]
+        if self.use_vllm:
+            self._last_loaded_step = -1  # the generation engine must receive this member's weights
+
+    def _scheduled_member(self) -> int:
+        """The member whose turn it is at the current optimizer step (round-robin by generation cycle)."""
+        return (self.state.global_step // self._steps_per_turn) % self.population.size
+
+    def _perturb_members(self) -> None:
+        """Add N(0, sigma_p^2) to every member's factors; the noise depends only on (seed, selection count)."""
+        generator = torch.Generator().manual_seed(self.args.seed * 1_000_003 + self.population.soups)
+        perturb_(self.member_parameters(), self.args.population_sigma, generator)
+
+    # ------------------------------------------------------------------------------ TRL hooks
+    def create_optimizer(self, *args: Any, **kwargs: Any):  # noqa: D102 (Trainer hook)
+        if self.population is not None:
+            self.model.set_requires_grad(self.member_names, requires_grad=True)
+        return super().create_optimizer(*args, **kwargs)
+
+    def _generate_and_score_completions(self, inputs):  # noqa: D102 (TRL hook)
+        if self.population is None or not self.model.training:
+            return super()._generate_and_score_completions(inputs)
+        member = self._scheduled_member()
+        if member != self.population.active:
+            self._activate_member(member)
+        output = super()._generate_and_score_completions(inputs)
+        self._metrics["train"][f"population/reward_{member}"].append(self._metrics["train"]["reward"][-1])
+        return output
+
+    def _population_step_end(self) -> None:
+        """Count the active member's step; run a selection every K * T steps."""
+        population = self.population
+        if population is None:
+            return
+        population.member_steps[population.active] += 1
+        if self.state.global_step % (population.size * self.args.population_interval) == 0:
+            self.run_selection()
+
+    # ------------------------------------------------------------------------------- selection
+    @torch.no_grad()
+    def score_members(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Diversity d_k and max task reward of each member's completions on the held prompts (all processes)."""
+        from accelerate.utils import gather_object
+        from trl import GRPOTrainer
+
+        from divrl.trainers.hooks import completion_text
+
+        group = self.num_generations
+        local_rows = self._held_rows[self.accelerator.process_index :: self.accelerator.num_processes]
+        inputs = [row for row in local_rows for _ in range(group)]
+        prompts = [row["prompt"] for row in inputs]
+        diversity, max_reward = [], []
+        saved_metrics = {mode: {k: list(v) for k, v in m.items()} for mode, m in self._metrics.items()}
+        saved_tokens = self.state.num_input_tokens_seen
+        try:
+            for index in range(self.population.size):
+                self._activate_member(index)
+                _, completion_ids, _, completions, *_ = self._generate(prompts)
+                # TRL's own reward columns: no IPS/QD/novelty shaping, no archive or memory updates.
+                rewards = GRPOTrainer._calculate_rewards(self, inputs, prompts, completions, completion_ids)
+                total = (rewards * self.reward_weights.to(rewards.device)).nansum(dim=1)
+                total = total.masked_fill(torch.isnan(rewards).all(dim=1), -math.inf)
+                texts = gather_object([completion_text(c) for c in completions])
+                embeddings = hashed_ngram_embedding(texts)
+                distances = [mean_pairwise_cosine_distance(embeddings[s : s + group])
+                             for s in range(0, len(texts), group)]
+                diversity.append(sum(distances) / len(distances))
+                max_reward.append(float(total.max()))
+        finally:
+            for mode, metrics in saved_metrics.items():
+                self._metrics[mode].clear()
+                self._metrics[mode].update(metrics)
+            self.state.num_input_tokens_seen = saved_tokens
+        return torch.tensor(diversity), torch.tensor(max_reward)
+
+    def run_selection(self) -> None:
+        """Score, soup the top M exactly, project to rank r, restart all members from it plus noise."""
+        population = self.population
+        diversity, max_reward = self.score_members()
+        scores = torch.nan_to_num(selection_scores(diversity, max_reward), nan=-math.inf)
+        selected = select_top(scores, self.args.population_top_m)
+        error = soup_adapters(self.model, [self.member_names[k] for k in selected], self.member_names,
+                              rank=self.args.population_soup_rank)
+        population.soups += 1
+        self._perturb_members()
+        if self.optimizer is not None:
+            for param in self.member_parameters():
+                self.optimizer.state.pop(param, None)
+        population.scores = scores.tolist()
+        population.selected = selected
+        population.soup_error = error
+        self._activate_member(self._scheduled_member())
+        metrics = self._metrics["train"]
+        for k in range(population.size):
+            metrics[f"population/score_{k}"].append(population.scores[k])
+            metrics[f"population/diversity_{k}"].append(float(diversity[k]))
+            metrics[f"population/max_reward_{k}"].append(float(max_reward[k]))
+            metrics[f"population/selected_{k}"].append(float(k in selected))
+        metrics["population/soup_error"].append(error)
+        metrics["population/soups"].append(float(population.soups))
+
+    # ----------------------------------------------------------------------------- checkpoints
+    def population_state_dict(self) -> dict[str, Any]:
+        """Population bookkeeping plus each member's method state (member weights and Adam state are in the
+        checkpoint's adapters and optimizer.pt)."""
+        diversity = ([s.state_dict() for s in self.member_diversity_states()]
+                     if hasattr(self, "diversity_state") else None)
+        return {"population": asdict(self.population), "member_diversity": diversity}
+
+    def load_population_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `population_state_dict` returned (the population size must match)."""
+        saved = PopulationState(**state["population"])
+        if saved.size != self.population.size:
+            raise ValueError(f"resume_from_checkpoint: the checkpoint's population has {saved.size} members but "
+                             f"DivRLConfig.population_size is {self.population.size}")
+        self.population = saved
+        if state["member_diversity"] is not None:
+            for member_state, saved_state in zip(self.member_diversity_states(), state["member_diversity"],
+                                                 strict=True):
+                member_state.load_state_dict(saved_state)
+        self._activate_member(saved.active)
+
+    def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
+        super()._save_checkpoint(model, trial)
+        if self.population is not None and self.args.should_save:
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            path = os.path.join(self._get_output_dir(trial=trial), folder, POPULATION_STATE_FILE)
+            torch.save(self.population_state_dict(), path)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if self.population is None or checkpoint is None:
+            return
+        path = os.path.join(checkpoint, POPULATION_STATE_FILE)
+        if not os.path.exists(path):
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {POPULATION_STATE_FILE}; it was not "
+                             "written by a population run, so the members' state cannot be restored")
+        self.load_population_state_dict(torch.load(path, weights_only=True))
