@@ -1,0 +1,224 @@
+"""Batched sampling of N completions per prompt, for the evaluators (recovery curves, molecule metrics).
+
+A sampler maps prompts (plain strings for base models, chat message lists for instruct models) and a
+count n to n completion strings per prompt: `sampler(prompts, n) -> list[list[str]]`. Evaluators take
+any such callable, so tests inject chosen completions and real runs use `TransformersSampler`
+(`model.generate` with do_sample and num_return_sequences, batched) or, when installed and asked for,
+`VLLMSampler`. torch / transformers / vllm are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+Prompt = str | list[dict[str, str]]
+BACKENDS = ("transformers", "vllm")
+
+
+class Sampler(Protocol):
+    """`sampler(prompts, n)`: n completion strings for each prompt, in prompt order."""
+
+    has_chat_template: bool
+
+    def __call__(self, prompts: Sequence[Prompt], n: int = 1) -> list[list[str]]: ...
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How to sample. `batch_size` counts sequences per generate call; `stop` strings end a completion
+    (generation stops there and the text is cut before them); temperature 0 means greedy decoding."""
+
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    batch_size: int = 16
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
+
+def truncate_at_stop(text: str, stop: Sequence[str]) -> str:
+    """`text` up to the first occurrence of any stop string."""
+    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=len(text))
+    return text[:cut]
+
+
+def _check_n(prompts: Sequence[Prompt], n: int) -> None:
+    if isinstance(prompts, (str, dict)):
+        raise ValueError("prompts must be a list of prompts (strings or chat message lists), not a single prompt")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n (completions per prompt) must be an integer >= 1, got {n!r}")
+
+
+def _generation_groups(n_prompts: int, n: int, batch_size: int) -> list[tuple[list[int], int]]:
+    """Split "n completions for each prompt" into generate calls of at most `batch_size` sequences:
+    (prompt indices, num_return_sequences) per call."""
+    chunks = [batch_size] * (n // batch_size) + ([n % batch_size] if n % batch_size else [])
+    groups = []
+    for chunk in chunks:
+        per_call = max(1, batch_size // chunk)
+        groups += [(list(range(s, min(s + per_call, n_prompts))), chunk) for s in range(0, n_prompts, per_call)]
+    return groups
+
+
+def load_for_sampling(
+    name_or_path: str, *, quantize: str = "auto", dtype: str = "auto"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Model and tokenizer for generation: a hub id, a local checkpoint, `embedded:NAME`, or a PEFT adapter
+    directory (e.g. a TRL LoRA checkpoint), loaded on its base model. Missing paths give a ValueError."""
+    from divrl.models import load_model_and_tokenizer
+
+    path = Path(name_or_path).expanduser()
+    adapter_config = path / "adapter_config.json"
+    if path.is_dir() and adapter_config.is_file() and not (path / "config.json").is_file():
+        from peft import PeftModel
+        from transformers import AutoTokenizer
+
+        base = json.loads(adapter_config.read_text()).get("base_model_name_or_path")
+        if not base:
+            raise ValueError(f"adapter {path} does not name its base model (base_model_name_or_path)")
+        model, tokenizer = load_model_and_tokenizer(base, quantize=quantize, dtype=dtype)
+        model = PeftModel.from_pretrained(model, str(path))
+        if (path / "tokenizer_config.json").is_file():
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            if tokenizer.pad_token is None:
+                tokenizer.pad_token = tokenizer.eos_token
+    else:
+        model, tokenizer = load_model_and_tokenizer(name_or_path, quantize=quantize, dtype=dtype)
+    model.eval()
+    return model, tokenizer
+
+
+class TransformersSampler:
+    """Sampling with `model.generate` (do_sample, num_return_sequences), left-padded batches."""
+
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: SamplingConfig) -> None:
+        import torch
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config
+        self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+        torch.manual_seed(config.seed)
+
+    def _input_ids(self, prompt: Prompt) -> list[int]:
+        if isinstance(prompt, str):
+            return self.tokenizer(prompt)["input_ids"]
+        if not self.has_chat_template:
+            raise ValueError("chat prompts need a tokenizer with a chat template; use plain-text (base) prompts")
+        text = self.tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def __call__(self, prompts: Sequence[Prompt], n: int = 1) -> list[list[str]]:
+        import torch
+        from tqdm.auto import tqdm
+
+        _check_n(prompts, n)
+        config = self.config
+        encoded = [self._input_ids(p) for p in prompts]
+        outputs: list[list[str]] = [[] for _ in prompts]
+        greedy = config.temperature == 0  # one greedy decode per prompt, repeated n times
+        sampling = dict(do_sample=True, temperature=config.temperature, top_p=config.top_p, top_k=config.top_k)
+        if greedy:
+            sampling = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+        stop = dict(stop_strings=list(config.stop), tokenizer=self.tokenizer) if config.stop else {}
+        groups = _generation_groups(len(prompts), 1 if greedy else n, config.batch_size)
+        for indices, count in tqdm(groups, desc="sampling", disable=not config.progress, leave=False):
+            batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt")
+            batch = {k: v.to(self.model.device) for k, v in batch.items()}
+            with torch.no_grad():
+                generated = self.model.generate(
+                    **batch,
+                    max_new_tokens=config.max_new_tokens,
+                    num_return_sequences=count,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    **sampling,
+                    **stop,
+                )
+            texts = self.tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+            for j, i in enumerate(indices):
+                outputs[i].extend(truncate_at_stop(t, config.stop) for t in texts[j * count : (j + 1) * count])
+        return [o * n for o in outputs] if greedy else outputs
+
+
+class VLLMSampler:
+    """Sampling with vLLM (`LLM.generate` for text prompts, `LLM.chat` for message lists)."""
+
+    def __init__(self, name_or_path: str, config: SamplingConfig, **llm_kwargs: Any) -> None:
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise ValueError("backend 'vllm' needs the vllm package (pip install vllm) and a GPU") from exc
+        from divrl.models import resolve_model_name
+
+        self.config = config
+        self.llm = LLM(model=resolve_model_name(name_or_path), seed=config.seed, **llm_kwargs)
+        self.has_chat_template = bool(getattr(self.llm.get_tokenizer(), "chat_template", None))
+
+    def __call__(self, prompts: Sequence[Prompt], n: int = 1) -> list[list[str]]:
+        from vllm import SamplingParams
+
+        _check_n(prompts, n)
+        config = self.config
+        params = SamplingParams(
+            n=n,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            top_k=config.top_k or -1,
+            max_tokens=config.max_new_tokens,
+            stop=list(config.stop) or None,
+        )
+        outputs: list[list[str]] = [[] for _ in prompts]
+        text_idx = [i for i, p in enumerate(prompts) if isinstance(p, str)]
+        chat_idx = [i for i, p in enumerate(prompts) if not isinstance(p, str)]
+        for indices, call in ((text_idx, self.llm.generate), (chat_idx, self.llm.chat)):
+            if indices:
+                results = call([prompts[i] for i in indices], params, use_tqdm=config.progress)
+                for i, result in zip(indices, results, strict=True):
+                    outputs[i] = [o.text for o in result.outputs]
+        return outputs
+
+
+def make_sampler(
+    name_or_path: str,
+    config: SamplingConfig,
+    *,
+    backend: str = "transformers",
+    quantize: str = "auto",
+    dtype: str = "auto",
+) -> Sampler:
+    """A sampler for model `name_or_path` on `backend` ("transformers", or "vllm" when installed)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sampling backend {backend!r}; choose one of {BACKENDS}")
+    if backend == "vllm":
+        return VLLMSampler(name_or_path, config)
+    model, tokenizer = load_for_sampling(name_or_path, quantize=quantize, dtype=dtype)
+    return TransformersSampler(model, tokenizer, config)
+
+
+def one_per_prompt(sampler: Sampler) -> Callable[[list[Prompt]], list[str]]:
+    """Adapt a sampler to evaluators that want exactly one completion per prompt."""
+    return lambda prompts: [completions[0] for completions in sampler(prompts, 1)]
