@@ -23,7 +23,9 @@ COMMANDS: dict[str, str] = {
 }
 
 # `divrl eval <name>` subcommands: name -> module with `register(subparsers)`.
-EVAL_COMMANDS: dict[str, str] = {}
+EVAL_COMMANDS: dict[str, str] = {
+    "recovery": "divrl.tasks.hypospace.recovery_cli",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,229 @@
+"""Recovery evaluation: exact curves with scripted samplers, both protocols, the CLI, and a tiny real model."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from divrl.tasks.hypospace import VoxelTask
+from divrl.tasks.hypospace.common import Instance
+from divrl.tasks.hypospace.recovery import bootstrap_mean, evaluate_recovery
+from divrl.tasks.hypospace.recovery_cli import expand_models
+
+from divrl import cli, sampling
+
+# Four instances (one occupied cell of a 2x2 grid, height 1 or 2): H_O = {h1, h2} each.
+TASK = VoxelTask(grid=2, max_height=2, max_blocks=1)
+INSTANCES = TASK.instances()
+
+
+def _scripts() -> dict[str, list[str]]:
+    """Per-instance answers (by instance id) and, in comments, what they must score."""
+    answers: dict[str, list[str]] = {}
+    (a, b, c, d) = INSTANCES
+    h = {inst.id: [TASK.render_answer(x) for x in inst.hypotheses] for inst in INSTANCES}
+    answers[a.id] = [h[a.id][0], h[a.id][0], "garbage", h[a.id][1]]  # RR .5 .5 .5 1; validity 3/4; unique 2/4
+    answers[b.id] = ["no idea"] * 4  # RR 0 0 0 0; validity 0; unique 0
+    answers[c.id] = [h[c.id][1], h[a.id][0], h[c.id][0], h[c.id][0]]  # RR .5 .5 1 1; validity 3/4; unique 3/4
+    answers[d.id] = [h[d.id][0]] * 4  # RR .5 .5 .5 .5; validity 1; unique 1/4
+    return answers
+
+
+EXPECTED = {
+    "curve": [0.375, 0.375, 0.5, 0.625],
+    "validity": 0.625,
+    "uniqueness": 0.375,
+    "recovery": 0.625,
+    "distinct_valid": [0.75, 0.75, 1.0, 1.25],
+    "per_instance_curves": [[0.5, 0.5, 0.5, 1.0], [0.0] * 4, [0.5, 0.5, 1.0, 1.0], [0.5] * 4],
+}
+
+
+def _instance_of(prompt: sampling.Prompt, instances: Sequence[Instance]) -> Instance:
+    text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
+    query = "Top view:" + text.rsplit("Top view:", 1)[1].split("\n\n", 1)[0]  # the last block is the query
+    (match,) = [i for i in instances if TASK.observation_block(i.observations) == query.strip()]
+    return match
+
+
+class ScriptedSampler:
+    """Returns each instance's scripted answers in order, whatever the protocol asks for."""
+
+    has_chat_template = True
+
+    def __init__(self, scripts: dict[str, list[str]]) -> None:
+        self.scripts = {k: list(v) for k, v in scripts.items()}
+        self.calls: list[tuple[int, int]] = []
+
+    def __call__(self, prompts: Sequence[sampling.Prompt], n: int = 1) -> list[list[str]]:
+        self.calls.append((len(prompts), n))
+        out = []
+        for prompt in prompts:
+            script = self.scripts[_instance_of(prompt, INSTANCES).id]
+            out.append([script.pop(0) for _ in range(n)])
+        return out
+
+
+@pytest.mark.parametrize("protocol", ["parallel", "sequential"])
+def test_recovery_curves_equal_the_hand_computed_ones(protocol: str) -> None:
+    sampler = ScriptedSampler(_scripts())
+    result = evaluate_recovery(TASK, INSTANCES, sampler, 4, protocol, instances_per_call=3, progress=False)
+    assert [r["curve"] for r in result["instances"]] == EXPECTED["per_instance_curves"]
+    assert result["curve"]["mean"] == pytest.approx(EXPECTED["curve"])
+    assert result["distinct_valid"]["mean"] == pytest.approx(EXPECTED["distinct_valid"])
+    for metric in ("validity", "uniqueness", "recovery"):
+        stats = result[metric]
+        assert stats["mean"] == pytest.approx(EXPECTED[metric])
+        assert stats["ci_low"] <= stats["mean"] <= stats["ci_high"]
+    assert result["n_instances"] == 4
+    expected_calls = [(3, 4), (1, 4)] if protocol == "parallel" else [(3, 1)] * 4 + [(1, 1)] * 4
+    assert sampler.calls == expected_calls
+
+
+def test_sequential_prompts_list_earlier_proposals_and_steer_a_cooperative_model() -> None:
+    task = VoxelTask(grid=2, max_height=3, max_blocks=2, fixed=True)  # |H_O| = 9
+    instances = task.instances()[:2]
+    seen_counts: list[int] = []
+
+    def cooperative(prompts: Sequence[sampling.Prompt], n: int = 1) -> list[list[str]]:
+        out = []
+        for prompt in prompts:
+            text = prompt[-1]["content"]
+            instance = next(i for i in instances if task.observation_block(i.observations) in text)
+            earlier = text.split("Earlier proposals", 1)[1].split("\n\nPropose", 1)[0] if "Earlier" in text else ""
+            listed = [task.parse("Structure:" + chunk) for chunk in earlier.split("Structure:")[1:]]
+            seen_counts.append(len(listed))
+            fresh = next(h for h in instance.hypotheses if h not in listed)
+            out.append([task.render_answer(fresh)])
+        return out
+
+    result = evaluate_recovery(task, instances, cooperative, 5, "sequential", progress=False)
+    assert result["curve"]["mean"] == pytest.approx([n / 9 for n in range(1, 6)])
+    assert seen_counts == [k for k in range(5) for _ in instances]
+    assert result["uniqueness"]["mean"] == 1.0
+
+
+def test_bootstrap_interval() -> None:
+    constant = bootstrap_mean(np.full(10, 0.3))
+    assert constant["mean"] == pytest.approx(0.3) and constant["ci_low"] == pytest.approx(0.3)
+    spread = bootstrap_mean(np.array([0.0, 1.0] * 50), resamples=2000)
+    assert spread["mean"] == 0.5 and 0.38 < spread["ci_low"] < 0.5 < spread["ci_high"] < 0.62
+
+
+def test_sampler_returning_too_few_completions_is_an_error() -> None:
+    with pytest.raises(ValueError, match="must return 4 completions"):
+        evaluate_recovery(TASK, INSTANCES, lambda prompts, n: [["x"]] * len(prompts), 4, progress=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The command line, with the sampler factory patched
+
+
+def _run(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setattr(cli, "COMMANDS", {"hypospace": "divrl.tasks.hypospace.cli"})
+    monkeypatch.setattr(cli, "EVAL_COMMANDS", {"recovery": "divrl.tasks.hypospace.recovery_cli"})
+    return cli.main(argv)
+
+
+def _fake_model(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    return path
+
+
+VOXEL_ARGS = ["--task", "hypospace-voxel", "--grid", "2", "--max-height", "2", "--max-blocks", "1"]
+
+
+def test_cli_writes_exact_json_and_one_curve_per_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = tmp_path / "run"
+    for step in (10, 2):
+        _fake_model(run_dir / f"checkpoint-{step}")
+    made: list[str] = []
+
+    def fake_make_sampler(model: str, config: sampling.SamplingConfig, **kwargs: object) -> ScriptedSampler:
+        made.append(model)
+        return ScriptedSampler(_scripts())
+
+    monkeypatch.setattr(sampling, "make_sampler", fake_make_sampler)
+    out = tmp_path / "eval"
+    argv = ["eval", "recovery", "--model", str(run_dir), *VOXEL_ARGS, "--split", "all", "--samples", "4"]
+    assert _run([*argv, "--out", str(out), "--no-progress"], monkeypatch) == 0
+    assert made == [str(run_dir / "checkpoint-2"), str(run_dir / "checkpoint-10")]
+    report = json.loads((out / "recovery.json").read_text())
+    assert report["task"] == "hypospace-voxel" and report["samples"] == 4 and report["protocol"] == "parallel"
+    assert [m["label"] for m in report["models"]] == ["run/checkpoint-2", "run/checkpoint-10"]
+    for model in report["models"]:
+        assert model["prompt_style"] == "chat"
+        assert model["curve"]["mean"] == pytest.approx(EXPECTED["curve"])
+        assert model["validity"]["mean"] == pytest.approx(EXPECTED["validity"])
+        assert [r["curve"] for r in model["instances"]] == EXPECTED["per_instance_curves"]
+    assert (out / "recovery.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--model", "./no/such/model"], "does not exist"),
+        (["--model", "M", "--max-height", "9"], "max_height must be an integer in"),
+        (["--model", "M", "--test-fraction", "0"], "split 'test' .* is empty"),
+        (["--model", "M", "--nodes", "3"], "--nodes applies to the causal domain"),
+        (["--model", "M", "--samples", "0"], "--samples must be >= 1"),
+    ],
+)
+def test_cli_errors_are_clear(
+    extra: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    model = str(_fake_model(tmp_path / "model"))
+    extra = [model if e == "M" else e for e in extra]
+    argv = ["eval", "recovery", *VOXEL_ARGS, "--split", "test", *extra, "--out", str(tmp_path / "o")]
+    assert _run(argv, monkeypatch) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_expand_models_keeps_plain_models(tmp_path: Path) -> None:
+    model = _fake_model(tmp_path / "m")
+    _fake_model(model / "checkpoint-5")  # a model directory is never expanded
+    assert expand_models([str(model), "org/name"]) == [(str(model), str(model)), ("org/name", "org/name")]
+
+
+def test_generate_cli_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "causal.jsonl"
+    argv = ["hypospace", "generate", "--domain", "causal", "--nodes", "3", "--observations", "1", "3"]
+    assert _run([*argv, "--out", str(out)], monkeypatch) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 12 + 19
+    assert records[0]["params"] == {"nodes": 3, "max_edges": 3, "observations": [1, 3]}
+    assert all(set(r) == {"id", "domain", "params", "observations", "hypotheses"} for r in records)
+    assert "" in records[0]["hypotheses"] and records[0]["observations"] == ["Perturb(A) -> A:0 B:0 C:0"]
+    out = tmp_path / "boolean.jsonl"
+    argv = ["hypospace", "generate", "--domain", "boolean", "--operators", "full", "--max-depth", "1"]
+    assert _run([*argv, "--out", str(out)], monkeypatch) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records[0]["observations"] == ["(x=0, y=0) -> 0"] and "NOR(x,y)" not in records[0]["hypotheses"]
+    assert "NOR(x,y)" in records[1]["hypotheses"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A tiny real model end to end (numbers are meaningless; the pipeline must run and stay consistent)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("style", ["chat", "base"])
+def test_cli_with_a_tiny_local_model(
+    style: str, tiny_qwen3: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / style
+    argv = ["eval", "recovery", "--model", str(tiny_qwen3), *VOXEL_ARGS, "--samples", "3", "--max-new-tokens", "6"]
+    argv += ["--prompt-style", style, "--protocol", "sequential" if style == "base" else "parallel"]
+    assert _run([*argv, "--save-completions", "--no-progress", "--out", str(out)], monkeypatch) == 0
+    (model,) = json.loads((out / "recovery.json").read_text())["models"]
+    assert model["prompt_style"] == style and model["n_instances"] == 2
+    for record in model["instances"]:
+        assert len(record["completions"]) == 3 and len(record["curve"]) == 3
+        recomputed = [TASK.parse(c) for c in record["completions"]]
+        assert record["proposals"] == recomputed
+        assert all(0.0 <= v <= 1.0 for v in record["curve"])
