@@ -22,28 +22,29 @@ COMPLETIONS = [
 
 
 class ScriptedSampler:
-    """Returns COMPLETIONS in order and records the prompt batches it was given."""
+    """Gives the k-th distinct prompt it sees the completions script[k]; records (prompts, n) per call."""
 
-    def __init__(self) -> None:
-        self.batches: list[list] = []
+    def __init__(self, script: list[list[str]]) -> None:
+        self.script = script
+        self.prompts: list = []
+        self.calls: list[tuple[int, int]] = []
 
-    def __call__(self, prompts: list) -> list[str]:
-        start = sum(len(b) for b in self.batches)
-        self.batches.append(list(prompts))
-        return COMPLETIONS[start : start + len(prompts)]
+    def __call__(self, prompts: list, n: int = 1) -> list[list[str]]:
+        self.calls.append((len(prompts), n))
+        for prompt in prompts:
+            if prompt not in self.prompts:
+                self.prompts.append(prompt)
+        return [self.script[self.prompts.index(p)][:n] for p in prompts]
 
 
 def test_known_completions_give_known_metrics(tmp_path: Path) -> None:
     aspirin, caffeine = MPO()(ASPIRIN), MPO()(CAFFEINE)
     assert 0.75 < caffeine < 0.8 < aspirin  # the thresholds below separate the two molecules
-    sampler = ScriptedSampler()
-    metrics = evaluate_molecules(
-        sampler, 5, prompts=2, batch_size=2, reference=[ASPIRIN], taus=(0.75, 0.8), ob_n=2, out_dir=tmp_path
-    )
-    assert [len(b) for b in sampler.batches] == [2, 2, 1]
-    prompts = [p for b in sampler.batches for p in b]
-    assert prompts[0] == prompts[2] == prompts[4] != prompts[1] == prompts[3]  # round-robin over 2 prompts
-    assert prompts[0].endswith("SMILES:")
+    # 5 samples over 2 prompts: the first prompt gets 3, the second 2, scored round-robin (COMPLETIONS order).
+    sampler = ScriptedSampler([COMPLETIONS[0::2], COMPLETIONS[1::2]])
+    metrics = evaluate_molecules(sampler, 5, prompts=2, reference=[ASPIRIN], taus=(0.75, 0.8), ob_n=2, out_dir=tmp_path)
+    assert sampler.calls == [(1, 3), (1, 2)]
+    assert len(sampler.prompts) == 2 and all(p.endswith("SMILES:") for p in sampler.prompts)
     assert metrics["samples"] == 5 and metrics["validity"] == pytest.approx(3 / 5)
     assert metrics["uniqueness"] == pytest.approx(2 / 3) and metrics["novelty"] == pytest.approx(1 / 2)
     assert metrics["oracle_calls"] == 2
@@ -53,24 +54,67 @@ def test_known_completions_give_known_metrics(tmp_path: Path) -> None:
     assert metrics["few_shot_copy_fraction"] == 0.0
     assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
     lines = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
-    assert [line["smiles"] for line in lines] == [Chem.CanonSmiles(ASPIRIN), None, Chem.CanonSmiles(CAFFEINE)] + [
-        Chem.CanonSmiles(ASPIRIN),
-        None,
-    ]
+    assert [line["completion"] for line in lines] == COMPLETIONS
+    canonical = [Chem.CanonSmiles(ASPIRIN), None, Chem.CanonSmiles(CAFFEINE), Chem.CanonSmiles(ASPIRIN), None]
+    assert [line["smiles"] for line in lines] == canonical
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_copying_few_shot_examples_is_detected_and_not_novel() -> None:
-    def copy_first_example(prompts: list) -> list[str]:
-        return [p[1]["content"].splitlines()[1].removeprefix("- ") for p in prompts]
+    def copy_first_example(prompts: list, n: int) -> list[list[str]]:
+        return [[p[1]["content"].splitlines()[1].removeprefix("- ")] * n for p in prompts]
 
-    metrics = evaluate_molecules(copy_first_example, 4, style="instruct", prompts=4)
+    metrics = evaluate_molecules(copy_first_example, 4, style="chat", prompts=4)
     assert metrics["validity"] == 1.0 and metrics["few_shot_copy_fraction"] == 1.0
     assert metrics["novelty"] == 0.0  # the default reference holds the few-shot pool
 
 
 def test_bad_sampler_or_arguments_are_clear_errors() -> None:
-    with pytest.raises(ValueError, match="returned 0 completions for 2 prompts"):
-        evaluate_molecules(lambda prompts: [], 2)
+    with pytest.raises(ValueError, match="did not return 1 completions for each of 2 prompts"):
+        evaluate_molecules(lambda prompts, n: [[]] * len(prompts), 2)
     with pytest.raises(ValueError, match="samples"):
-        evaluate_molecules(ScriptedSampler(), 0)
+        evaluate_molecules(ScriptedSampler([]), 0)
+
+
+class FixedSampler:
+    """Stands in for `divrl.sampling.make_sampler(...)`: aspirin for every prompt."""
+
+    has_chat_template = False
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.config = args[1]
+
+    def __call__(self, prompts: list, n: int = 1) -> list[list[str]]:
+        return [[f" {ASPIRIN}"] * n for _ in prompts]
+
+
+def test_cli_with_patched_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from divrl import sampling
+    from divrl.cli import main
+
+    monkeypatch.setattr(sampling, "make_sampler", FixedSampler)
+    out = tmp_path / "eval"
+    argv = ["eval", "molecules", "--model", "m", "--samples", "6", "--prompts", "3", "--out", str(out), "--ob-n", "1"]
+    assert main([*argv, "--tau", "0.5"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["validity"] == 1.0 and metrics["uniqueness"] == pytest.approx(1 / 6)
+    assert metrics["oracle_calls"] == 1 and metrics["yield"] == {"0.5": 1} and metrics["oracle_burden_1"] == {"0.5": 1}
+    assert metrics["config"]["style"] == "base" and metrics["config"]["model"] == "m"
+    assert metrics["config"]["sampling"]["stop"] == ["\nSMILES:"]
+    assert main([*argv, "--components", "qed", "logp"]) == 2  # unknown component: clear error, exit code 2
+    assert main([*argv[:5], "0", *argv[6:]]) == 2
+
+
+@pytest.mark.slow
+def test_cli_smoke_on_a_tiny_random_model(tmp_path: Path) -> None:
+    """A real (random, untrained) model end to end: it writes the outputs, whatever it generates."""
+    from divrl.cli import main
+    from divrl.testing import build_tiny_model
+
+    model = build_tiny_model("qwen3", tmp_path / "model")
+    out = tmp_path / "eval"
+    argv = ["eval", "molecules", "--model", str(model), "--samples", "4", "--prompts", "2", "--out", str(out)]
+    assert main([*argv, "--max-new-tokens", "8", "--no-progress"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["samples"] == 4 and metrics["config"]["style"] == "chat"  # the tiny tokenizer has a template
+    assert len((out / "samples.jsonl").read_text().splitlines()) == 4 and (out / "plot.png").is_file()

@@ -136,3 +136,8 @@ def test_fingerprints_match_the_legacy_api_moses_and_tdc_call(n_bits: int) -> No
         with rdBase.BlockLogs():
             expected = list(legacy(mol, 2, nBits=n_bits).GetOnBits())
         assert list(_fingerprints([smiles], n_bits)[0].GetOnBits()) == expected
+
+
+def test_novelty_against_an_already_canonical_reference() -> None:
+    reference = [Chem.CanonSmiles("CC(=O)Oc1ccccc1C(=O)O"), "c1ccc2ccccc2c1"]
+    assert novelty(SAMPLE, reference, reference_canonical=True) == novelty(SAMPLE, reference) == pytest.approx(3 / 5)

@@ -110,7 +110,7 @@ def test_shipped_smiles_and_reference_set_are_offline_and_deterministic() -> Non
         reference_smiles(size=0)
 
 
-def test_prompts_for_base_and_instruct_models() -> None:
+def test_prompts_for_base_and_chat_models() -> None:
     rows = build_rows(4, style="base", n_shots=3, seed=7)
     assert rows == build_rows(4, style="base", n_shots=3, seed=7)
     assert len({r["prompt"] for r in rows}) == 4  # each prompt draws its own examples
@@ -118,10 +118,10 @@ def test_prompts_for_base_and_instruct_models() -> None:
     for row in rows:
         assert set(row["few_shot"]) <= pool and row["prompt"] == base_prompt(row["few_shot"])
         assert row["prompt"].endswith("SMILES:") and row["prompt"].count("SMILES: ") == 3
-    chat = build_rows(1, style="instruct", n_shots=2, seed=0)[0]["prompt"]
+    chat = build_rows(1, style="chat", n_shots=2, seed=0)[0]["prompt"]
     assert [m["role"] for m in chat] == ["system", "user"]
-    assert all(s in chat[1]["content"] for s in build_rows(1, style="instruct", n_shots=2, seed=0)[0]["few_shot"])
-    dataset = build_dataset(3, style="instruct", seed=1)
+    assert all(s in chat[1]["content"] for s in build_rows(1, style="chat", n_shots=2, seed=0)[0]["few_shot"])
+    dataset = build_dataset(3, style="chat", seed=1)
     assert dataset.column_names == ["prompt", "few_shot"] and len(dataset) == 3
     with pytest.raises(ValueError, match="prompt style"):
-        build_rows(1, style="chat")
+        build_rows(1, style="instruct")

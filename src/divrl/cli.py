@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "fit-law": "divrl.analysis.law",
     "plot": "divrl.analysis.curves",
     "toy": "divrl.toy.cli",
+    "train": "divrl.train",
     "hypospace": "divrl.tasks.hypospace.cli",
     "prepare-model": "divrl.models",
     "sample-reference": "divrl.trainers.sample_reference_cli",
@@ -25,6 +26,7 @@ COMMANDS: dict[str, str] = {
 # `divrl eval <name>` subcommands: name -> module with `register(subparsers)`.
 EVAL_COMMANDS: dict[str, str] = {
     "recovery": "divrl.tasks.hypospace.recovery_cli",
+    "molecules": "divrl.tasks.molecules.cli",
 }
 
 

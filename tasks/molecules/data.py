@@ -19,7 +19,7 @@ SHIPPED_SMILES = {
 }
 FEW_SHOT_SOURCE = "wehi"  # diverse, drug-like screening compounds
 FEW_SHOT_CHARS = (20, 60)  # few-shot examples of moderate length keep prompts short
-STYLES = ("base", "instruct")
+STYLES = ("base", "chat")  # plain-text few-shot for base models, chat messages for instruct models
 
 BASE_HEADER = "Drug-like molecules written as SMILES strings, one per line.\n"
 INSTRUCT_SYSTEM = "You are an expert medicinal chemist who writes molecules as SMILES strings."
@@ -75,7 +75,7 @@ def base_prompt(examples: list[str]) -> str:
     return BASE_HEADER + "".join(f"SMILES: {s}\n" for s in examples) + "SMILES:"
 
 
-def instruct_prompt(examples: list[str]) -> list[dict[str, str]]:
+def chat_prompt(examples: list[str]) -> list[dict[str, str]]:
     """Chat prompt for an instruct model, listing `examples` and asking for one new molecule."""
     listed = "\n".join(f"- {s}" for s in examples)
     return [
@@ -94,7 +94,7 @@ def build_rows(n_prompts: int, style: str = "base", n_shots: int = 3, seed: int 
     if n_shots > len(pool):
         raise ValueError(f"n_shots={n_shots} exceeds the {len(pool)} available few-shot examples")
     rng = random.Random(seed)
-    make_prompt = base_prompt if style == "base" else instruct_prompt
+    make_prompt = base_prompt if style == "base" else chat_prompt
     rows = []
     for _ in range(n_prompts):
         examples = rng.sample(pool, n_shots)

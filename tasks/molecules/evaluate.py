@@ -1,15 +1,16 @@
 """Evaluate a SMILES generator: sample, score with the task's cached reward, write metrics and a plot.
 
-The sampler is injected (`Sampler`: a batch of prompts -> one completion per prompt), so the
-evaluation runs the same on a real model (`divrl eval molecules`) and on chosen completions in tests.
-Samples are scored in sampling order, so the oracle-call history is the one an RL run with the same
-samples would have: Generative Yield and Oracle Burden are read from it.
+The sampler is injected (`divrl.sampling.Sampler`: `sampler(prompts, n)` -> n completions per prompt),
+so the evaluation runs the same on a real model (`divrl eval molecules`) and on chosen completions in
+tests. Samples are scored round-robin over the prompts (1st sample of every prompt, then the 2nd, ...),
+the order a batched RL run would see them; Generative Yield and Oracle Burden read the resulting
+oracle-call history.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,7 @@ from divrl.tasks.molecules.data import build_rows, reference_smiles
 from divrl.tasks.molecules.metrics import molecule_metrics, yield_curve
 from divrl.tasks.molecules.task import MoleculeTask
 
-Prompt = str | list[dict[str, str]]
-Sampler = Callable[[list[Prompt]], list[Any]]
+from divrl.sampling import Sampler
 
 
 def evaluate_molecules(
@@ -29,41 +29,56 @@ def evaluate_molecules(
     style: str = "base",
     prompts: int = 16,
     shots: int = 3,
-    batch_size: int = 16,
     seed: int = 0,
     task: MoleculeTask | None = None,
     reference: Sequence[str] | None = None,
     taus: Sequence[float] = (0.8, 0.85),
     ob_n: int = 100,
     out_dir: str | Path | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Draw `samples` completions (round-robin over `prompts` seeded few-shot prompts), score them and
+    """Draw `samples` completions spread evenly over `prompts` seeded few-shot prompts, score them and
     return the metrics; with `out_dir`, also write metrics.json, samples.jsonl and plot.png there.
 
+    `task` defaults to a fresh MoleculeTask (a given task's earlier oracle calls count towards Yield);
     `reference` defaults to every molecule in the shipped SMILES files (the few-shot pool included,
-    so copying an example is not novel).
+    so copying an example is not novel); `metadata` (e.g. the model and sampling settings) is stored
+    under metrics["config"].
     """
-    if samples < 1 or prompts < 1 or batch_size < 1:
-        raise ValueError(f"need samples, prompts and batch_size >= 1, got {samples}, {prompts}, {batch_size}")
+    if samples < 1 or prompts < 1:
+        raise ValueError(f"need samples >= 1 and prompts >= 1, got samples={samples}, prompts={prompts}")
     task = task or MoleculeTask()
-    rows = build_rows(prompts, style=style, n_shots=shots, seed=seed)
-    order = [rows[i % prompts] for i in range(samples)]
-    completions: list[Any] = []
-    for start in range(0, samples, batch_size):
-        batch = [row["prompt"] for row in order[start : start + batch_size]]
-        produced = sampler(batch)
-        if len(produced) != len(batch):
-            raise ValueError(f"the sampler returned {len(produced)} completions for {len(batch)} prompts")
-        completions.extend(produced)
+    rows = build_rows(min(prompts, samples), style=style, n_shots=shots, seed=seed)
+    per_prompt, extra = divmod(samples, len(rows))  # the first `extra` prompts get one more sample
+    outputs: list[list[Any]] = []
+    for group, n in ((rows[:extra], per_prompt + 1), (rows[extra:], per_prompt)):
+        if group and n:
+            produced = sampler([row["prompt"] for row in group], n)
+            if len(produced) != len(group) or any(len(p) != n for p in produced):
+                raise ValueError(f"the sampler did not return {n} completions for each of {len(group)} prompts")
+            outputs.extend(produced)
+    order = [
+        (row, out[j]) for j in range(per_prompt + 1) for row, out in zip(rows, outputs, strict=True) if j < len(out)
+    ]
+    completions = [completion for _, completion in order]
     smiles = [extract_smiles(c) for c in completions]
     scores = task.scorer.score(smiles)
-    reference = reference_smiles() if reference is None else list(reference)
-    metrics = molecule_metrics(smiles, scores, task.scorer.history, reference, taus=taus, ob_n=ob_n)
-    copied = sum(s is not None and s in row["few_shot"] for s, row in zip(smiles, order, strict=True))
+    shipped_reference = reference is None
+    reference = reference_smiles() if shipped_reference else list(reference)
+    history = task.scorer.history
+    metrics = molecule_metrics(smiles, scores, history, reference, taus, ob_n, reference_canonical=shipped_reference)
+    copied = sum(s is not None and s in row["few_shot"] for s, (row, _) in zip(smiles, order, strict=True))
     metrics["few_shot_copy_fraction"] = copied / samples
-    metrics["config"] = {"style": style, "prompts": prompts, "shots": shots, "seed": seed, "mpo": list(task.mpo.names)}
+    metrics["config"] = {
+        "style": style,
+        "prompts": len(rows),
+        "shots": shots,
+        "seed": seed,
+        "mpo": list(task.mpo.names),
+        **(metadata or {}),
+    }
     if out_dir is not None:
-        _write_outputs(Path(out_dir), metrics, completions, smiles, scores, task.scorer.history, taus)
+        _write_outputs(Path(out_dir), metrics, completions, smiles, scores, history, taus)
     return metrics
 
 

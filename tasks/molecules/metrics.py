@@ -42,12 +42,15 @@ def uniqueness(smiles: Sequence[str | None]) -> float:
     return len(set(valid)) / len(valid) if valid else 0.0
 
 
-def novelty(smiles: Sequence[str | None], reference: Iterable[str]) -> float:
-    """Fraction of the distinct valid molecules absent from `reference` (compared canonically); 0 if none."""
+def novelty(smiles: Sequence[str | None], reference: Iterable[str], reference_canonical: bool = False) -> float:
+    """Fraction of the distinct valid molecules absent from `reference` (compared canonically); 0 if none.
+
+    `reference_canonical=True` skips canonicalising a reference that already is (e.g. `reference_smiles()`).
+    """
     generated = set(_valid_canonical(smiles))
     if not generated:
         return 0.0
-    known = set(_valid_canonical(reference))
+    known = set(reference) if reference_canonical else set(_valid_canonical(reference))
     return len(generated - known) / len(generated)
 
 
@@ -122,9 +125,11 @@ def molecule_metrics(
     reference: Iterable[str],
     taus: Sequence[float] = (0.8, 0.85),
     ob_n: int = 100,
+    reference_canonical: bool = False,
 ) -> dict:
     """All metrics of one sample: per-sample SMILES (None = nothing extracted), their scores, and the
-    oracle-call history that produced them. JSON-able; undefined values are None."""
+    oracle-call history that produced them (see `novelty` for `reference_canonical`). JSON-able;
+    undefined values are None."""
     if len(smiles) != len(scores):
         raise ValueError(f"got {len(smiles)} SMILES but {len(scores)} scores")
     values = np.asarray(scores, dtype=np.float64)
@@ -132,7 +137,7 @@ def molecule_metrics(
         "samples": len(smiles),
         "validity": validity(smiles),
         "uniqueness": uniqueness(smiles),
-        "novelty": novelty(smiles, reference),
+        "novelty": novelty(smiles, reference, reference_canonical),
         "intdiv_moses": intdiv_moses(smiles, p=1),
         "intdiv2_moses": intdiv_moses(smiles, p=2),
         "intdiv_tdc": intdiv_tdc(smiles),
