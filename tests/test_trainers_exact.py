@@ -1,0 +1,298 @@
+"""Exact checks with scripted completions: the rewards, bonuses, bins and divergences are known in advance."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from trainer_helpers import (
+    base_settings,
+    completion_logps,
+    logged,
+    lora_config,
+    make_config,
+    prompt_dataset,
+    randomize_lora,
+)
+
+
+def _tokenizer(path: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def _reward_table(table: dict[str, float]):
+    def table_reward(completions: list[str], **_: Any) -> list[float]:
+        return [table[c] for c in completions]
+
+    return table_reward
+
+
+class _RecordRewards:
+    """TrainerCallback recording, at each step end, the logged reward columns and advantages of that step."""
+
+    def __init__(self) -> None:
+        from transformers import TrainerCallback
+
+        self.steps: list[dict[str, list[float]]] = []
+        outer = self
+
+        class Callback(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                logs = outer.trainer._logs
+                outer.steps.append({**{k: list(v) for k, v in logs["rewards"].items()},
+                                    "advantages": list(logs["advantages"])})
+
+        self.callback = Callback()
+        self.trainer = None
+
+
+def _train_scripted(model_path: Path, tmp_path: Path, steps: list[list[str]], reward, task=None, **overrides):
+    """Train len(steps) steps where step s generates completions steps[s] (by global row); return trainer, log."""
+    from divrl import DivRLTrainer
+    from divrl.testing import scripted_generation
+
+    tokenizer = _tokenizer(model_path)
+    recorder = _RecordRewards()
+    settings = dict(max_steps=len(steps), per_device_train_batch_size=len(steps[0]))
+    settings.update(overrides)
+    trainer = DivRLTrainer(str(model_path), reward, args=make_config(tmp_path, **settings),
+                           train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config(),
+                           task=task, callbacks=[recorder.callback])
+    recorder.trainer = trainer
+    with scripted_generation(tokenizer, lambda prompt, row: steps[trainer.state.global_step][row]):
+        trainer.train()
+    return trainer, recorder.steps
+
+
+def test_ips_scales_rewards_by_inverse_group_frequency(tiny_qwen3: Path, tmp_path: Path) -> None:
+    completions = ["aa", "aa", "bb", "cc", "dd", "dd", "dd", "dd"]
+    reward = _reward_table({"aa": 1.0, "bb": 2.0, "cc": 3.0, "dd": 1.0})
+    trainer, steps = _train_scripted(tiny_qwen3, tmp_path, [completions], reward, ips=True, ips_outcome_key="text")
+    # group 1: aa has p = 1/2, bb and cc 1/4; group 2: one outcome, p = 1 (unchanged)
+    assert steps[0]["table_reward"] == pytest.approx([2.0, 2.0, 8.0, 12.0, 1.0, 1.0, 1.0, 1.0])
+    std = math.sqrt(((2 - 6) ** 2 * 2 + (8 - 6) ** 2 + (12 - 6) ** 2) / 3)
+    expected = [(r - 6) / (std + 1e-4) for r in (2, 2, 8, 12)] + [0.0] * 4
+    assert steps[0]["advantages"] == pytest.approx(expected, abs=1e-5)
+    history = trainer.state.log_history
+    assert logged(history, "ips/distinct_outcomes") == [2.0]  # (3 + 1) / 2 groups
+    assert logged(history, "ips/max_scale") == [4.0]
+    assert logged(history, "divrl/task_reward") == pytest.approx([11 / 8])
+
+
+class _CellTask:
+    """Descriptor = the completion's digit / 10 (1-D); reward by its first letter."""
+
+    name = "cells"
+    behavior_dims = 1
+
+    def behavior(self, completion: str, **_: Any) -> list[float]:
+        return [int(completion[1]) / 10]
+
+
+LETTER_REWARD = _reward_table({"a1": 1.0, "b1": 2.0, "a6": 1.0, "a9": 1.0, "c3": 1.0, "e6": 3.0, "d9": 0.5})
+
+
+def test_qd_archive_bonuses_over_two_steps(tiny_qwen3: Path, tmp_path: Path) -> None:
+    steps = [["a1", "b1", "a6", "a9"], ["b1", "c3", "e6", "d9"]]
+    trainer, record = _train_scripted(tiny_qwen3, tmp_path, steps, LETTER_REWARD, task=_CellTask(), qd=True,
+                                      qd_dims=[4], qd_beta_new=0.5, qd_beta_imp=0.3)
+    # step 1: b1 beats a1 in cell 0 (only the best of a cell enters); a6, a9 open cells 2 and 3
+    assert record[0]["divrl_bonus"] == pytest.approx([0.0, 0.5, 0.5, 0.5])
+    # step 2: b1 only ties the elite; c3 opens cell 1; e6 improves cell 2 (1 -> 3); d9 is worse than a9
+    assert record[1]["divrl_bonus"] == pytest.approx([0.0, 0.5, 0.3, 0.0])
+    history = trainer.state.log_history
+    assert logged(history, "qd/new_cells") == [3.0, 1.0]
+    assert logged(history, "qd/coverage") == [0.75, 1.0]
+    assert logged(history, "qd/qd_score") == pytest.approx([4.0, 7.0])  # elites 2+1+1, then 2+1+3+1
+
+
+@pytest.mark.parametrize(("scope", "second_group"), [("prompt", [0.0, 0.5, 0.5, 0.5]), ("global", [0.0] * 4)])
+def test_qd_archive_scope(scope: str, second_group: list[float], tiny_qwen3: Path, tmp_path: Path) -> None:
+    completions = ["a1", "b1", "a6", "a9"] * 2  # two prompts, same completions
+    _, record = _train_scripted(tiny_qwen3, tmp_path, [completions], LETTER_REWARD, task=_CellTask(), qd=True,
+                                qd_dims=[4], qd_archive=scope)
+    assert record[0]["divrl_bonus"] == pytest.approx([0.0, 0.5, 0.5, 0.5] + second_group)
+
+
+def test_novelty_bonus_is_knn_distance_to_memory(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl.core import hashed_ngram_embedding
+
+    steps = [["abc", "abd", "xyz", "hello"], ["abc", "qqq", "hello world", "xy"]]
+    reward = _reward_table({text: float(len(text)) for step in steps for text in step})
+    trainer, record = _train_scripted(tiny_qwen3, tmp_path, steps, reward, novelty_coef=0.3, novelty_k=2,
+                                      max_completion_length=16)
+    assert record[0]["divrl_bonus"] == [0.0] * 4  # empty memory
+    distances = torch.cdist(hashed_ngram_embedding(steps[1]), hashed_ngram_embedding(steps[0]))
+    expected = 0.3 * distances.sort(dim=1).values[:, :2].mean(dim=1)
+    assert record[1]["divrl_bonus"] == pytest.approx(expected.tolist(), abs=1e-6)
+    assert record[1]["divrl_bonus"][0] < record[1]["divrl_bonus"][1]  # "abc" was seen, "qqq" was not
+    assert logged(trainer.state.log_history, "maxent/novelty") == pytest.approx([0.0, expected.mean().item()])
+
+
+def test_length_conditional_advantages(tiny_qwen3: Path, tmp_path: Path) -> None:
+    tokenizer = _tokenizer(tiny_qwen3)
+    texts = ["x", "x x", "x x x", "x x x x", "x x x x x", "x x x x x x"]
+    lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) + 1 for t in texts]
+    assert lengths == sorted(set(lengths)), "test needs strictly increasing token lengths"
+    order = [3, 0, 5, 1, 4, 2]  # completion i has length rank order[i]
+    completions = [texts[r] for r in order]
+    rewards = [1.0, 3.0, 2.0, 2.0, 0.0, 4.0]
+    reward = _reward_table(dict(zip(completions, rewards, strict=True)))
+    trainer, record = _train_scripted(tiny_qwen3, tmp_path, [completions], reward, num_generations=6,
+                                      length_bins=3, max_completion_length=32)
+    # length ranks -> bins {0,1}: 0, {2,3}: 1, {4,5}: 2; normalise within each bin (unbiased std + 1e-4)
+    bins: dict[int, list[int]] = {}
+    for i, rank in enumerate(order):
+        bins.setdefault(rank // 2, []).append(i)
+    expected = [0.0] * 6
+    for members in bins.values():
+        values = torch.tensor([rewards[i] for i in members])
+        for i in members:
+            expected[i] = ((rewards[i] - values.mean()) / (values.std() + 1e-4)).item()
+    assert record[0]["advantages"] == pytest.approx(expected, abs=1e-5)
+    trained_on = trainer._buffered_inputs[0]["advantages"].tolist()  # what the loss used (shuffled)
+    assert sorted(trained_on) == pytest.approx(sorted(expected), abs=1e-5)
+
+
+def test_entropy_coefficient_follows_dual_descent(tiny_qwen3: Path, tmp_path: Path) -> None:
+    steps = [["ab", "cd", "ef", "gh"]] * 3
+    reward = _reward_table({"ab": 1.0, "cd": 2.0, "ef": 3.0, "gh": 4.0})
+    trainer, _ = _train_scripted(tiny_qwen3, tmp_path, steps, reward, maxent_entropy_target=10.0,
+                                 maxent_alpha_lr=0.1)
+    history = trainer.state.log_history
+    entropy, alpha, applied = (logged(history, k) for k in ("entropy", "maxent/alpha", "entropy_coef"))
+    expected, current = [], 0.0
+    for h in entropy:
+        current = max(0.0, current - 0.1 * (h - 10.0))
+        expected.append(current)
+    assert alpha == pytest.approx(expected, rel=1e-5)
+    assert applied == pytest.approx([0.0, *expected[:-1]], rel=1e-5)  # TRL applies last step's alpha
+
+
+# ------------------------------------------------------------------------------------------- divergences
+def _generation_batch(trainer, tokenizer, completions: list[str]) -> dict[str, Any]:
+    """Generate-and-score one batch of scripted completions in train mode (what the loss receives)."""
+    from divrl.testing import scripted_generation
+
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    rows = [trainer.train_dataset[i // trainer.num_generations] for i in range(len(completions))]
+    with scripted_generation(tokenizer, lambda prompt, row: completions[row]):
+        return trainer._generate_and_score_completions(rows)
+
+
+COMPLETIONS = ["the answer is 5", "2 + 3 = 5", "five", "it is 4 or 5"]
+
+
+def _generator(kind: str, rho: torch.Tensor) -> torch.Tensor:
+    if kind == "reverse_kl":
+        return rho - 1 - rho.log()
+    if kind == "forward_kl":
+        return rho * rho.log() - rho + 1
+    if kind == "js":
+        return 0.5 * (rho * torch.log(2 * rho / (1 + rho)) + torch.log(2 / (1 + rho)))
+    a = 0.5
+    return (rho**a - 1 - a * (rho - 1)) / (a * (a - 1))
+
+
+def test_reverse_kl_equals_trl_beta_term(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from trl import GRPOConfig, GRPOTrainer
+
+    from divrl import DivRLTrainer
+
+    tokenizer = _tokenizer(tiny_qwen3)
+    common = dict(loss_type="bnpo")
+    ours = DivRLTrainer(str(tiny_qwen3), _reward_table({c: float(len(c)) for c in COMPLETIONS}),
+                        args=make_config(tmp_path / "a", divergence="reverse_kl", divergence_coef=0.3, beta=0.0,
+                                         **common),
+                        train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    trl_trainer = GRPOTrainer(str(tiny_qwen3), _reward_table({c: float(len(c)) for c in COMPLETIONS}),
+                              args=GRPOConfig(**base_settings(tmp_path / "b", beta=0.3, **common)),
+                              train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    losses, divergences = [], []
+    for trainer, key in ((ours, "divergence/reverse_kl"), (trl_trainer, "kl")):
+        randomize_lora(trainer.model)
+        inputs = _generation_batch(trainer, tokenizer, COMPLETIONS)
+        losses.append(trainer.compute_loss(trainer.model, inputs).item())
+        divergences.append(trainer._metrics["train"][key][-1])
+    assert divergences[0] > 1e-3  # the randomised adapter moved the policy away from the reference
+    assert divergences[0] == pytest.approx(divergences[1], rel=1e-5)
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["reverse_kl", "forward_kl", "js", "alpha"])
+def test_policy_sample_divergence_matches_direct_computation(kind: str, tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl import DivRLTrainer
+
+    tokenizer = _tokenizer(tiny_qwen3)
+    trainer = DivRLTrainer(str(tiny_qwen3), _reward_table({c: float(len(c)) for c in COMPLETIONS}),
+                           args=make_config(tmp_path, divergence=kind, divergence_coef=0.3, divergence_alpha=0.5),
+                           train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    randomize_lora(trainer.model)
+    inputs = _generation_batch(trainer, tokenizer, COMPLETIONS)
+    loss_with = trainer.compute_loss(trainer.model, inputs).item()
+    value = trainer._metrics["train"][f"divergence/{kind}"][-1]
+
+    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    width = inputs["completion_ids"].shape[1]
+    policy = completion_logps(trainer.model, input_ids, attention, width)
+    with trainer.model.disable_adapter():
+        reference = completion_logps(trainer.model, input_ids, attention, width)
+    mask = inputs["completion_mask"].float()
+    expected = (_generator(kind, (reference - policy).exp()) * mask).sum() / mask.sum()
+    assert value > 1e-4
+    assert value == pytest.approx(expected.item(), rel=1e-3)
+    trainer.args.divergence_coef = 0.0  # same inputs, no divergence term: the loss drops by coef x value
+    loss_without = super(DivRLTrainer, trainer)._compute_loss(trainer.model, inputs).item()
+    assert loss_with - loss_without == pytest.approx(0.3 * value, rel=1e-4)
+
+
+def test_rehearsal_divergence_on_reference_samples(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl import DivRLTrainer, sample_reference
+    from divrl.trainers.rehearsal import RehearsalSet
+
+    tokenizer = _tokenizer(tiny_qwen3)
+    from transformers import AutoModelForCausalLM
+
+    reference_model = AutoModelForCausalLM.from_pretrained(tiny_qwen3)
+    path = sample_reference(reference_model, tokenizer, ["solve 2 + 3", "the answer is"], tmp_path / "rehearsal",
+                            num_samples=2, max_new_tokens=6)
+    trainer = DivRLTrainer(str(tiny_qwen3), _reward_table({c: float(len(c)) for c in COMPLETIONS}),
+                           args=make_config(tmp_path / "out", divergence="forward_kl", divergence_coef=0.3,
+                                            divergence_estimator="rehearsal", divergence_rehearsal_path=str(path),
+                                            divergence_rehearsal_batch_size=4),
+                           train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    inputs = _generation_batch(trainer, tokenizer, COMPLETIONS)
+    trainer.compute_loss(trainer.model, inputs)
+    at_init = trainer._metrics["train"]["divergence/forward_kl"][-1]
+    assert at_init == pytest.approx(0.0, abs=1e-5)  # stored log-probs match the trainer's own forward
+
+    randomize_lora(trainer.model)
+    trainer.compute_loss(trainer.model, inputs)  # the cursor wrapped: the same 4 rows again
+    value = trainer._metrics["train"]["divergence/forward_kl"][-1]
+    batch = RehearsalSet(path, temperature=1.0).batch(range(4), tokenizer.pad_token_id)
+    width = batch["completion_mask"].shape[1]
+    policy = completion_logps(trainer.model, batch["input_ids"], batch["attention_mask"], width)
+    rho = (batch["ref_logps"] - policy).exp()
+    mask = batch["completion_mask"].float()
+    expected = (_generator("forward_kl", rho) / rho * mask).sum() / mask.sum()
+    assert value > 1e-4
+    assert value == pytest.approx(expected.item(), rel=1e-3)
+
+
+def test_rehearsal_set_at_another_temperature_is_refused(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from divrl import sample_reference
+    from divrl.trainers.rehearsal import RehearsalSet
+
+    path = sample_reference(AutoModelForCausalLM.from_pretrained(tiny_qwen3), _tokenizer(tiny_qwen3), ["hi"],
+                            tmp_path / "r", num_samples=1, max_new_tokens=3, temperature=0.7)
+    with pytest.raises(ValueError, match="temperature 0.7 but training uses temperature 1.0"):
+        RehearsalSet(path, temperature=1.0)
