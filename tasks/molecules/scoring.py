@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 Oracle = Callable[[str], float]
 # Memo of raw string -> canonical SMILES: exact repeats (common under RL) skip RDKit entirely.
-_canonical_key = functools.lru_cache(maxsize=2**16)(canonicalize)
+canonical_key = functools.lru_cache(maxsize=2**16)(canonicalize)
 
 
 class OracleCall(NamedTuple):
@@ -71,7 +71,7 @@ class CachedScorer:
 
     def score(self, smiles: Sequence[str | None]) -> list[float]:
         """Scores of `smiles` (any strings or None; invalid ones score 0 without an oracle call)."""
-        canonical = [_canonical_key(s) if isinstance(s, str) else None for s in smiles]
+        canonical = [canonical_key(s) if isinstance(s, str) else None for s in smiles]
         new = [s for s in dict.fromkeys(c for c in canonical if c is not None) if s not in self.cache]
         for s, value in zip(new, self._call_oracle(new), strict=True):
             self.cache[s] = value
