@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "fit-law": "divrl.analysis.law",
     "plot": "divrl.analysis.curves",
     "toy": "divrl.toy.cli",
+    "train": "divrl.train",
     "hypospace": "divrl.tasks.hypospace.cli",
     "prepare-model": "divrl.models",
     "sample-reference": "divrl.trainers.sample_reference_cli",

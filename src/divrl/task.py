@@ -8,7 +8,7 @@ completion as plain text plus the dataset row's columns as keyword arguments, mu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -23,6 +23,29 @@ class Task(Protocol):
         ...
 
 
+def completion_text(completion: Any) -> str:
+    """Plain text of a TRL completion: a string as is, a chat list as its assistant contents; "" otherwise.
+
+    Multimodal content (a list of parts) contributes its "text" parts. Never raises, whatever it is given.
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    if not isinstance(completion, Sequence):
+        return ""
+    parts = []
+    for message in completion:
+        if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, Sequence):
+            parts.extend(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return "\n".join(parts)
+
+
 def has_hook(task: Any, hook: str) -> bool:
     """Whether `task` implements the optional hook `hook` (e.g. "outcome_key", "behavior")."""
     return callable(getattr(task, hook, None))
@@ -30,3 +53,31 @@ def has_hook(task: Any, hook: str) -> bool:
 
 OutcomeKey = Hashable | None
 Descriptor = Sequence[float] | None
+
+
+# Task name -> "module:factory" for recipes, `divrl train` and the evaluators; imported on first use.
+TASKS: dict[str, str] = {
+    "hypospace-causal": "divrl.tasks.hypospace.causal:CausalTask",
+    "hypospace-voxel": "divrl.tasks.hypospace.voxel:VoxelTask",
+    "hypospace-boolean": "divrl.tasks.hypospace.boolean:BooleanTask",
+    "molecules": "divrl.tasks.molecules.task:MoleculeTask",
+    "ideas": "divrl.tasks.toy.ideas:IdeasTask",
+}
+
+
+def task_names() -> list[str]:
+    """Registered task names."""
+    return sorted(TASKS)
+
+
+def build_task(name: str, **params: Any) -> Any:
+    """Instantiate the registered task `name` with `params`; unknown names list the valid ones."""
+    import importlib
+
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; choose one of: {', '.join(task_names())}")
+    module, factory = TASKS[name].split(":")
+    try:
+        return getattr(importlib.import_module(module), factory)(**params)
+    except TypeError as error:
+        raise ValueError(f"bad parameters {params} for task {name!r}: {error}") from error

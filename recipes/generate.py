@@ -1,0 +1,123 @@
+"""Write every recipe YAML from one table of models x tasks x methods, so the files never drift apart.
+
+Run `python recipes/generate.py` after changing a setting; tests check the shipped files equal this output.
+Each recipe is complete on its own: `accelerate launch -m divrl.train --config FILE` needs nothing else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).parent
+
+# Task settings: the IPS paper's (seed 001, appendix B) for HypoSpace; cheap MPO for molecules; seed 000 ideas.
+TASKS: dict[str, dict[str, Any]] = {
+    "hypospace-voxel": {"task_args": {"grid": 3, "max_height": 3, "max_blocks": 3}, "instance_limit": 100},
+    "hypospace-causal": {"task_args": {"nodes": 4, "max_edges": 6, "observations": [3]}, "instance_limit": 100},
+    "hypospace-boolean": {"task_args": {"operators": "extended", "max_depth": 2}, "instance_limit": 78},
+    "molecules": {"task_args": {"components": ["qed", "sa", "hbd"]}, "instance_limit": 64},
+    "ideas": {"task_args": {"dim": 16}},
+}
+
+# Method settings: the seeds' defaults (000 for QD / MaxEnt / population, 001 for IPS, 004 for divergences).
+METHODS: dict[str, dict[str, Any]] = {
+    "grpo": {},
+    "ips": {"ips": True},
+    "qd": {"qd": True, "qd_beta_new": 0.5, "qd_beta_imp": 0.3},
+    "maxent": {"maxent_entropy_target": 1.0, "novelty_coef": 0.3, "length_bins": 3},
+    "fkl": {"divergence": "forward_kl", "divergence_coef": 0.05},
+    "js": {"divergence": "js", "divergence_coef": 0.05},
+    "pop": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10},
+    "pop-ips-qd": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10,
+                   "ips": True, "qd": True},
+}
+
+COMMON: dict[str, Any] = {
+    "use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05,  # seed 001 appendix B
+    "num_generations": 8, "temperature": 1.0, "loss_type": "dapo", "beta": 0.0,
+    "logging_steps": 5, "save_steps": 50, "save_total_limit": 3, "report_to": "none", "seed": 42,
+}
+
+# Model families: where they run, how they are loaded and prompted, and their batch sizes.
+MODELS: dict[str, dict[str, Any]] = {
+    "gemma-3-4b-it": {
+        "hardware": "1 GPU >= 16 GB", "accelerate_config": "single_gpu.yaml",
+        "settings": {"model_name_or_path": "google/gemma-3-4b-it", "quantize": "auto", "dtype": "bfloat16",
+                     "bf16": True, "prompt_style": "chat", "per_device_train_batch_size": 8,
+                     "gradient_accumulation_steps": 4, "max_completion_length": 256, "learning_rate": 2e-5,
+                     "max_steps": 500, "activation_checkpointing": True},
+    },
+    "qwen3-4b": {
+        "hardware": "1 GPU >= 16 GB", "accelerate_config": "single_gpu.yaml",
+        "settings": {"model_name_or_path": "Qwen/Qwen3-4B", "quantize": "auto", "dtype": "bfloat16", "bf16": True,
+                     "prompt_style": "chat", "chat_template_kwargs": {"enable_thinking": False},
+                     "per_device_train_batch_size": 8, "gradient_accumulation_steps": 4,
+                     "max_completion_length": 256, "learning_rate": 2e-5, "max_steps": 500,
+                     "activation_checkpointing": True},
+    },
+    "qwen3-30b-a3b": {
+        "hardware": "8 GPUs >= 80 GB", "accelerate_config": "deepspeed_zero3.yaml",
+        "settings": {"model_name_or_path": "Qwen/Qwen3-30B-A3B", "quantize": "none", "dtype": "bfloat16",
+                     "bf16": True, "prompt_style": "chat", "chat_template_kwargs": {"enable_thinking": False},
+                     "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
+                     "max_completion_length": 256, "learning_rate": 1e-5, "max_steps": 300,
+                     "activation_checkpointing": True},
+        "tasks": ("hypospace-voxel", "hypospace-causal", "hypospace-boolean"),
+        "methods": ("grpo", "ips", "pop-ips-qd"),
+    },
+    "embedded-cpu": {
+        "hardware": "CPU, 2+ cores", "accelerate_config": None,
+        "settings": {"model_name_or_path": "embedded:gemma-3-270m", "quantize": "none", "dtype": "float32",
+                     "bf16": False, "use_cpu": True, "prompt_style": "base", "n_exemplars": 3,
+                     "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
+                     "max_completion_length": 60, "learning_rate": 5e-5, "max_steps": 40,
+                     "activation_checkpointing": False},
+        "method_overrides": {"pop": {"population_size": 3, "population_top_m": 2, "population_interval": 5},
+                             "pop-ips-qd": {"population_size": 3, "population_top_m": 2, "population_interval": 5}},
+    },
+}
+
+
+def recipe(model: str, task: str, method: str) -> dict[str, Any]:
+    """The full settings of one recipe."""
+    spec = MODELS[model]
+    settings: dict[str, Any] = {"task": task, **TASKS[task], **COMMON, **spec["settings"], **METHODS[method],
+                                **spec.get("method_overrides", {}).get(method, {})}
+    settings["output_dir"] = f"runs/{model}/{task}/{method}"
+    return settings
+
+
+def recipe_paths() -> dict[Path, dict[str, Any]]:
+    """Every recipe file and its settings."""
+    paths = {}
+    for model, spec in MODELS.items():
+        for task in spec.get("tasks", TASKS):
+            for method in spec.get("methods", METHODS):
+                paths[ROOT / model / task / f"{method}.yaml"] = recipe(model, task, method)
+    return paths
+
+
+def render(path: Path, settings: dict[str, Any]) -> str:
+    """YAML text of one recipe with a header saying how to run it."""
+    model = path.parts[-3]
+    config = MODELS[model]["accelerate_config"]
+    launch = (f"accelerate launch --config_file accelerate_configs/{config} -m divrl.train --config " if config
+              else "divrl train ")
+    header = (f"# Generated by recipes/generate.py: edit the table there, not this file.\n"
+              f"# Hardware: {MODELS[model]['hardware']}\n"
+              f"# Run: {launch}{path.relative_to(ROOT.parent)}\n")
+    return header + yaml.safe_dump(settings, sort_keys=False)
+
+
+def main() -> None:
+    for path, settings in recipe_paths().items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(path, settings))
+    print(f"wrote {len(recipe_paths())} recipes under {ROOT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Recipes, the task registry and the `divrl train` entry point."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from divrl.task import build_task, task_names
+from divrl.train import TrainScriptArguments, parse_recipe, task_args_with_overrides
+
+RECIPES = Path(__file__).parent.parent / "recipes"
+spec = importlib.util.spec_from_file_location("recipe_generator", RECIPES / "generate.py")
+generator = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(generator)
+
+
+def test_shipped_recipes_equal_the_generator_output():
+    expected = generator.recipe_paths()
+    shipped = set(RECIPES.glob("*/*/*.yaml"))
+    assert shipped == set(expected), "run `python recipes/generate.py`"
+    for path, settings in expected.items():
+        assert path.read_text() == generator.render(path, settings), f"{path} is stale: rerun recipes/generate.py"
+
+
+@pytest.mark.parametrize("path", sorted(RECIPES.glob("*/*/*.yaml")), ids=lambda p: str(p.relative_to(RECIPES)))
+def test_every_recipe_parses_into_the_three_argument_groups(path):
+    # GPU recipes are parsed with CPU overrides: this machine has no GPU, the fields are what is checked.
+    overrides = [] if "embedded-cpu" in str(path) else ["--use_cpu", "true", "--bf16", "false"]
+    script_args, config, model_args = parse_recipe(["--config", str(path), *overrides])
+    assert script_args.task in task_names()
+    assert model_args.use_peft and model_args.lora_r == 16 and model_args.lora_alpha == 32
+    method = path.stem
+    assert config.ips == ("ips" in method)
+    assert config.population == method.startswith("pop")
+    assert (config.divergence is not None) == (method in ("fkl", "js"))
+
+
+def test_gpu_recipe_on_cpu_names_the_fix():
+    with pytest.raises(SystemExit, match="--use_cpu true --bf16 false"):
+        parse_recipe(["--config", str(RECIPES / "gemma-3-4b-it" / "hypospace-voxel" / "ips.yaml")])
+
+
+def test_task_registry_builds_every_task_and_lists_choices():
+    for name in task_names():
+        task = build_task(name)
+        assert callable(task.reward_funcs()[0])
+        assert callable(getattr(task, "train_dataset", None)), name
+    with pytest.raises(ValueError, match="hypospace-voxel"):
+        build_task("hypospace-voxels")
+    with pytest.raises(ValueError, match="bad parameters"):
+        build_task("hypospace-voxel", colour="red")
+
+
+def test_task_arg_overrides_parse_yaml_values():
+    args = TrainScriptArguments(task_args={"grid": 3, "max_height": 3}, task_arg=["max_height=2", "fixed=true"])
+    assert task_args_with_overrides(args) == {"grid": 3, "max_height": 2, "fixed": True}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        task_args_with_overrides(TrainScriptArguments(task_arg=["oops"]))
+
+
+@pytest.mark.slow
+def test_dry_run_trains_one_step_with_the_recipe_settings(tmp_path):
+    from divrl.cli import main
+
+    recipe = RECIPES / "embedded-cpu" / "hypospace-voxel" / "ips.yaml"
+    assert main(["train", str(recipe), "--dry_run", "true", "--output_dir", str(tmp_path)]) == 0
+    state = (tmp_path / "trainer_state.json")
+    logged = {k for entry in __import__("json").loads(state.read_text())["log_history"] for k in entry}
+    assert "ips/distinct_outcomes" in logged
+    assert (tmp_path / "adapter_model.safetensors").is_file()
