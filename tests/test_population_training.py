@@ -1,0 +1,213 @@
+"""Population-GRPO in real LoRA training on tiny models: members train in turn with their own Adam state,
+selections score, soup and restart them, and a resumed run restores the population exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from trainer_helpers import PROMPTS, ToyTask, lora_config, make_config, metric_keys, prompt_dataset, snapshot
+from transformers import TrainerCallback
+
+from divrl.trainers.population import adapter_parameters, lora_layers, soup_deltas
+
+
+def population_trainer(model_dir: Path, out_dir: Path, trainer_name: str = "PopulationGRPOTrainer",
+                       **overrides: Any):
+    """A population trainer on 8 chat prompts (2 of them held out for scoring) with a toy task."""
+    from transformers import AutoTokenizer
+
+    import divrl
+
+    settings: dict[str, Any] = dict(population_size=2, population_top_m=1, population_interval=2,
+                                    population_held_prompts=2, max_steps=4)
+    settings.update(overrides)
+    callbacks = settings.pop("callbacks", None)
+    return getattr(divrl, trainer_name)(
+        str(model_dir), args=make_config(out_dir, **settings), callbacks=callbacks,
+        train_dataset=prompt_dataset(PROMPTS * 2, conversational=True),
+        processing_class=AutoTokenizer.from_pretrained(model_dir), peft_config=lora_config(), task=ToyTask(),
+    )
+
+
+def adam_steps(trainer: Any, member: str) -> set[int]:
+    """The distinct AdamW step counts over a member's parameters (empty set: no optimizer state)."""
+    state = trainer.optimizer.state
+    return {int(state[p]["step"]) for p in adapter_parameters(trainer.model, member) if p in state}
+
+
+class RecordSteps(TrainerCallback):
+    """At each step end (before the population's own callback): members whose weights moved, Adam steps."""
+
+    def __init__(self) -> None:
+        self.trainer: Any = None
+        self.changed: list[list[str]] = []
+        self.adam: list[list[set[int]]] = []
+        self._previous: dict[str, list[torch.Tensor]] = {}
+
+    def member_weights(self) -> dict[str, list[torch.Tensor]]:
+        return {m: [p.detach().clone() for p in adapter_parameters(self.trainer.model, m)]
+                for m in self.trainer.member_names}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._previous = self.member_weights()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        current = self.member_weights()
+        self.changed.append([m for m in current if any(not a.equal(b) for a, b in
+                                                       zip(current[m], self._previous[m]))])
+        self.adam.append([adam_steps(self.trainer, m) for m in self.trainer.member_names])
+        self._previous = current
+
+
+@pytest.mark.slow
+def test_members_train_in_turn_with_their_own_optimizer_state(tiny_model: Path, tmp_path: Path) -> None:
+    recorder = RecordSteps()
+    trainer = population_trainer(tiny_model, tmp_path, callbacks=[recorder])
+    recorder.trainer = trainer
+    before = snapshot(trainer.model)
+    trainer.train()
+
+    # Round robin, one member per step; a member's Adam state moves only on its own steps.
+    assert recorder.changed == [["default"], ["member_1"], ["default"], ["member_1"]]
+    assert recorder.adam == [[{1}, set()], [{1}, {1}], [{2}, {1}], [{2}, {2}]]
+    after = snapshot(trainer.model)
+    assert all(before[n].equal(after[n]) for n in before if "lora_" not in n), "base weights must stay frozen"
+    # The selection after step 4 (K * T) restarted both members from the soup: fresh Adam state.
+    assert trainer.population.soups == 1 and trainer.population.member_steps == [2, 2]
+    assert all(adam_steps(trainer, m) == set() for m in trainer.member_names)
+    assert len(trainer.population.selected) == 1
+    expected = {"population/score_0", "population/score_1", "population/diversity_0", "population/max_reward_1",
+                "population/selected_0", "population/soup_error", "population/reward_0", "population/reward_1"}
+    assert not expected - metric_keys(trainer.state.log_history)
+
+
+def test_selection_soups_the_top_members_exactly(tiny_qwen3: Path, tmp_path: Path) -> None:
+    trainer = population_trainer(tiny_qwen3, tmp_path, population_size=3, population_top_m=2,
+                                 population_sigma=0.0)
+    model, names = trainer.model, trainer.member_names
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name in names:
+            for param in adapter_parameters(model, name):
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
+    # S_k = d_k (1 + max R_k) = 0.5 * 2, 0.9 * 3, 0.6 * 2: members 1 and 2 are the top two.
+    trainer.score_members = lambda: (torch.tensor([0.5, 0.9, 0.6]), torch.tensor([1.0, 2.0, 1.0]))
+    exact = {n: d for n, _, d in soup_deltas(model, ["member_1", "member_2"])}
+
+    trainer.run_selection()
+
+    assert trainer.population.selected == [1, 2]
+    assert trainer.population.scores == pytest.approx([1.0, 2.7, 1.2])
+    for name, layer in lora_layers(model, "default"):
+        u, s, vh = torch.linalg.svd(exact[name])
+        best = (u[:, :4] * s[:4]) @ vh[:4]  # rank 4 = the LoRA rank
+        for member in names:
+            torch.testing.assert_close(layer.get_delta_weight(member), best, atol=1e-5, rtol=1e-4)
+    assert 0 < trainer.population.soup_error < 1
+
+
+def test_scores_are_diversity_times_one_plus_max_reward(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from divrl.core import hashed_ngram_embedding, mean_pairwise_cosine_distance
+    from divrl.testing import scripted_generation
+
+    texts = ["ab", "abc", "xyz", "hi yo"]  # one per completion of a held prompt (G = 4)
+    trainer = population_trainer(tiny_qwen3, tmp_path)
+    with scripted_generation(AutoTokenizer.from_pretrained(tiny_qwen3), lambda prompt, row: texts[row % 4]):
+        diversity, max_reward = trainer.score_members()
+
+    expected = mean_pairwise_cosine_distance(hashed_ngram_embedding(texts))  # both held prompts alike
+    torch.testing.assert_close(diversity, torch.tensor([expected, expected]))
+    torch.testing.assert_close(max_reward, torch.tensor([5.0, 5.0]))  # distinct characters of "hi yo"
+    assert trainer.state.num_input_tokens_seen == 0 and not trainer._metrics["train"]  # scoring leaves no trace
+
+
+class Capture(TrainerCallback):
+    """Captures the trainer's population (see `capture`) at each checkpoint save and when training begins."""
+
+    def __init__(self) -> None:
+        self.trainer: Any = None
+        self.saved: dict[int, dict[str, Any]] = {}
+        self.begin: dict[str, Any] = {}
+
+    def on_save(self, args, state, control, **kwargs):
+        self.saved[state.global_step] = capture(self.trainer)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.begin = capture(self.trainer)
+
+
+@pytest.mark.slow
+def test_resume_restores_the_population_of_ips_qd_members(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # K = 2, T = 2: selection after step 4; the checkpoint at step 3 holds both members' Adam moments,
+    # and member 1 needs its own at step 4.
+    settings = dict(population=True, population_interval=2, max_steps=4, save_strategy="steps", save_steps=3,
+                    ips=True, qd=True, trainer_name="DivRLTrainer")
+    uninterrupted, resumed = Capture(), Capture()
+    uninterrupted.trainer = population_trainer(tiny_qwen3, tmp_path, callbacks=[uninterrupted], **settings)
+    uninterrupted.trainer.train()
+    resumed.trainer = population_trainer(tiny_qwen3, tmp_path / "resumed", callbacks=[resumed], **settings)
+    resumed.trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-3"))
+
+    saved, restored = uninterrupted.saved[3], resumed.begin
+    assert saved["population"]["member_steps"] == [2, 1] and saved["adam"]
+    assert restored["diversity"][0] != restored["diversity"][1]  # each member has its own archive
+    assert_same_population(restored, saved)
+    # The resumed run then continues exactly like the uninterrupted one (selection at step 4 included).
+    assert resumed.trainer.population.soups == 1
+    assert_same_population(capture(resumed.trainer), capture(uninterrupted.trainer))
+
+
+def assert_same_population(actual: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert actual["population"] == expected["population"]
+    assert actual["diversity"] == expected["diversity"]
+    assert actual["weights"].keys() == expected["weights"].keys()
+    for name, value in expected["weights"].items():
+        assert actual["weights"][name].equal(value), name
+    assert actual["adam"].keys() == expected["adam"].keys()
+    for name, value in expected["adam"].items():
+        assert all(actual["adam"][name][k].equal(v) for k, v in value.items()), name
+
+
+def capture(trainer: Any) -> dict[str, Any]:
+    """Population bookkeeping, member method states, member weights and their Adam moments, by name."""
+    names = {id(p): n for n, p in trainer.model.named_parameters()}
+    optimizer_state = trainer.optimizer.state if trainer.optimizer is not None else {}
+    return {
+        "population": trainer.population_state_dict()["population"],
+        "diversity": [s.state_dict() for s in trainer.member_diversity_states()],
+        "weights": {names[id(p)]: p.detach().clone() for p in trainer.member_parameters()},
+        "adam": {names[id(p)]: {k: torch.as_tensor(v).clone() for k, v in optimizer_state[p].items()}
+                 for p in trainer.member_parameters() if p in optimizer_state},
+    }
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"population_soup_rank": 8}, "population_soup_rank"),
+        ({"population_held_prompts": 8}, "population_held_prompts"),
+        ({"steps_per_generation": 1, "gradient_accumulation_steps": 2}, "steps_per_generation"),
+        ({"population_interval": 3, "steps_per_generation": 2}, "population_interval"),
+    ],
+)
+def test_trainer_misconfiguration_names_the_field(overrides: dict, message: str, tiny_qwen3: Path,
+                                                  tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=message):
+        population_trainer(tiny_qwen3, tmp_path, **overrides)
+
+
+def test_population_needs_lora(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    import divrl
+
+    with pytest.raises(ValueError, match="peft_config=peft.LoraConfig"):
+        divrl.PopulationGRPOTrainer(
+            str(tiny_qwen3), args=make_config(tmp_path), train_dataset=prompt_dataset(PROMPTS * 2),
+            processing_class=AutoTokenizer.from_pretrained(tiny_qwen3), task=ToyTask(),
+        )
