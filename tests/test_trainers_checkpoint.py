@@ -1,0 +1,62 @@
+"""Stop a run, resume it from its checkpoint: the method state (archive, novelty memory, alpha) is identical."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from trainer_helpers import ToyTask, lora_config, make_config, prompt_dataset
+
+STEPS = [["abc e", "bcd", "xyz", "aeiou"], ["abc", "qqq", "hello", "xy o"], ["zzz", "ba", "oa e", "mnop"]]
+
+
+def _run(model: Path, out: Path, resume: str | None = None):
+    from transformers import AutoTokenizer
+
+    from divrl import DivRLTrainer
+    from divrl.testing import scripted_generation
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    args = make_config(out, max_steps=3, save_strategy="steps", save_steps=2, ips=True, qd=True, qd_dims=[3, 3],
+                       novelty_coef=0.3, maxent_entropy_target=10.0, maxent_alpha_lr=0.05, learning_rate=0.01)
+    trainer = DivRLTrainer(str(model), args=args, train_dataset=prompt_dataset(), processing_class=tokenizer,
+                           peft_config=lora_config(), task=ToyTask())
+    with scripted_generation(tokenizer, lambda prompt, row: STEPS[trainer.state.global_step][row]):
+        trainer.train(resume_from_checkpoint=resume)
+    return trainer
+
+
+def _assert_same_state(a: dict, b: dict) -> None:
+    assert a["diversity"]["archives"] == b["diversity"]["archives"]
+    assert a["diversity"]["entropy"] == b["diversity"]["entropy"]
+    assert torch.equal(a["diversity"]["novelty"]["memory"], b["diversity"]["novelty"]["memory"])
+    assert a["rehearsal_cursor"] == b["rehearsal_cursor"]
+
+
+def test_resume_restores_method_state(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl.trainers.divrl_trainer import STATE_FILE
+
+    full = _run(tiny_qwen3, tmp_path / "full")
+    checkpoint = tmp_path / "full" / "checkpoint-2"
+    saved = torch.load(checkpoint / STATE_FILE, weights_only=True)
+    assert saved["diversity"]["archives"][""]["elites"], "the archive learned something before the checkpoint"
+    assert saved["diversity"]["entropy"]["alpha"] > 0
+    assert len(saved["diversity"]["novelty"]["memory"]) == 8  # two steps of 4 completions
+
+    resumed = _run(tiny_qwen3, tmp_path / "resumed", resume=str(checkpoint))
+    assert resumed.state.global_step == 3
+    _assert_same_state(full.method_state_dict(), resumed.method_state_dict())
+    assert len(full.method_state_dict()["diversity"]["novelty"]["memory"]) == 12
+    weights = {n: p for n, p in full.model.named_parameters() if "lora_" in n}
+    for name, param in resumed.model.named_parameters():
+        if "lora_" in name:
+            torch.testing.assert_close(param, weights[name])
+
+    foreign = tmp_path / "foreign"
+    shutil.copytree(checkpoint, foreign)
+    (foreign / STATE_FILE).unlink()  # e.g. a checkpoint of a plain GRPOTrainer: refuse rather than lose state
+    with pytest.raises(ValueError, match=f"has no {STATE_FILE}"):
+        _run(tiny_qwen3, tmp_path / "again", resume=str(foreign))
+

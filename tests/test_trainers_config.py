@@ -1,0 +1,113 @@
+"""Misconfiguration fails at construction with a message naming the field; presets switch their method on."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trainer_helpers import ToyTask, distinct_chars_reward, lora_config, make_config, prompt_dataset
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"ips_epsilon": 0.0}, "ips_epsilon"),
+        ({"ips_outcome_key": "hash"}, "ips_outcome_key"),
+        ({"qd_dims": [0, 3]}, "qd_dims"),
+        ({"qd_dims": [4, 4], "qd_ranges": [0, 1]}, "qd_ranges"),
+        ({"qd_ranges": [1, 0]}, "qd_ranges"),
+        ({"qd_ranges": [0, 1, 2]}, "qd_ranges"),
+        ({"qd_archive": "local"}, "qd_archive"),
+        ({"qd_beta_new": -1.0}, "qd_beta_new"),
+        ({"maxent_entropy_target": 1.0, "use_adaptive_entropy": True}, "maxent_entropy_target"),
+        ({"maxent_entropy_target": 1.0, "entropy_coef": 0.1}, "maxent_entropy_target"),
+        ({"maxent_alpha_lr": 0.0}, "maxent_alpha_lr"),
+        ({"novelty_k": 0}, "novelty_k"),
+        ({"novelty_embedding": "bert"}, "novelty_embedding"),
+        ({"length_bins": 5}, "length_bins"),  # > num_generations (4)
+        ({"length_bins": 2, "scale_rewards": "none"}, "length_bins"),
+        ({"divergence": "hellinger"}, "divergence"),
+        ({"divergence": "js", "divergence_coef": -0.1}, "divergence_coef"),
+        ({"divergence": "js", "divergence_estimator": "rehearsal"}, "divergence_rehearsal_path"),
+    ],
+)
+def test_bad_config_names_the_field(overrides: dict[str, Any], field: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=rf"DivRLConfig\.{field}\b"):
+        make_config(tmp_path, **overrides)
+
+
+def test_flat_and_paired_ranges_are_the_same(tmp_path: Path) -> None:
+    flat = make_config(tmp_path, qd_dims=[2, 3], qd_ranges=[0, 1, -1, 1])
+    paired = make_config(tmp_path, qd_dims=[2, 3], qd_ranges=[[0, 1], [-1, 1]])
+    assert flat.qd_ranges == paired.qd_ranges == [[0.0, 1.0], [-1.0, 1.0]]
+
+
+class _NoHooks:
+    name = "bare"
+
+    def reward_funcs(self) -> list:
+        return [distinct_chars_reward]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "task", "field"),
+    [
+        ({"qd": True}, _NoHooks(), "qd"),
+        ({"qd": True}, None, "qd"),
+        ({"qd": True, "qd_dims": [4, 4, 4]}, ToyTask(), "qd_dims"),  # ToyTask.behavior_dims == 2
+        ({"ips": True, "ips_outcome_key": "task"}, _NoHooks(), "ips_outcome_key"),
+        ({"novelty_coef": 0.3, "novelty_embedding": "task"}, _NoHooks(), "novelty_embedding"),
+    ],
+)
+def test_missing_task_hook_names_the_field(overrides: dict[str, Any], task: Any, field: str, tiny_qwen3: Path,
+                                           tmp_path: Path) -> None:
+    from divrl import DivRLTrainer
+
+    with pytest.raises(ValueError, match=rf"DivRLConfig\.{field}\b"):
+        DivRLTrainer(str(tiny_qwen3), distinct_chars_reward, args=make_config(tmp_path, **overrides), task=task)
+
+
+def test_plain_grpo_config_is_refused(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from trl import GRPOConfig
+
+    from divrl import DivRLTrainer
+
+    with pytest.raises(TypeError, match="needs a divrl.DivRLConfig"):
+        DivRLTrainer(str(tiny_qwen3), distinct_chars_reward, args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True))
+
+
+def test_ips_without_outcome_hook_warns_and_uses_text(tiny_qwen3: Path, tmp_path: Path, caplog) -> None:
+    from divrl.trainers.hooks import normalized_text_key, resolve_task_hooks
+
+    with caplog.at_level(logging.WARNING):
+        hooks = resolve_task_hooks(make_config(tmp_path, ips=True), _NoHooks())
+    assert hooks.outcome_key is normalized_text_key
+    assert "normalised completion text" in caplog.text
+    assert normalized_text_key("  The  Answer\n") == normalized_text_key("the answer") == "the answer"
+    assert normalized_text_key("   ") is None
+
+
+def test_presets_switch_their_method_on(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from divrl import DivergenceGRPOTrainer, MaxEntGRPOTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3)
+    maxent = MaxEntGRPOTrainer(str(tiny_qwen3), distinct_chars_reward, args=make_config(tmp_path, novelty_k=3),
+                               train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    assert (maxent.args.maxent_entropy_target, maxent.args.novelty_coef, maxent.args.length_bins) == (1.0, 0.3, 3)
+    assert maxent.args.novelty_k == 3
+    divergence = DivergenceGRPOTrainer(str(tiny_qwen3), distinct_chars_reward,
+                                       args=make_config(tmp_path, divergence="forward_kl"),
+                                       train_dataset=prompt_dataset(), processing_class=tokenizer,
+                                       peft_config=lora_config())
+    assert divergence.args.divergence == "forward_kl"  # a configured value wins over the preset
+
+
+def test_import_divrl_stays_light() -> None:
+    code = "import sys, divrl; heavy = {'torch', 'trl', 'transformers'} & set(sys.modules); assert not heavy, heavy"
+    subprocess.run([sys.executable, "-c", code], check=True)
