@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from divrl.tasks.hypospace.boolean import ROWS, BooleanTask
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from divrl.tasks.hypospace.boolean import ROWS, BooleanTask
 
 
 @pytest.mark.parametrize(("operators", "keys", "functions"), [("basic", 10, 4), ("extended", 34, 14), ("full", 65, 16)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from divrl.tasks.hypospace.causal import CausalTask, all_dags
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from divrl.task import Task, has_hook
 from divrl.tasks.hypospace import (
     BooleanTask,
     CausalTask,
@@ -17,8 +20,6 @@ from divrl.tasks.hypospace import (
     write_jsonl,
 )
 from divrl.tasks.hypospace.common import completion_text, recovery_curve, uniqueness, validity
-
-from divrl.task import Task, has_hook
 
 TASKS: list[HypoSpaceTask] = [CausalTask(nodes=3), VoxelTask(grid=2, max_height=2, max_blocks=2), BooleanTask()]
 
@@ -144,7 +145,7 @@ def test_chat_prompt_states_rules_observations_format_and_previous(task: HypoSpa
 
 def test_base_prompt_is_few_shot_from_the_train_split(task: HypoSpaceTask) -> None:
     test = task.split("test")
-    build = task.prompts_for(test, "base")
+    build = task.prompts_for("base")
     prompt = build(test[0])
     assert isinstance(prompt, str) and prompt.endswith(task.answer_label)
     assert prompt.count("END") == 3
@@ -173,3 +174,39 @@ def test_train_dataset_has_the_columns_rewards_need(task: HypoSpaceTask) -> None
 def test_instance_from_json_validates() -> None:
     with pytest.raises(ValueError, match="'hypotheses'"):
         Instance.from_json({"id": "a", "domain": "d", "params": {}, "observations": [], "hypotheses": "x"})
+
+
+@pytest.mark.slow
+def test_trl_grpo_trainer_calls_the_reward_with_the_dataset_columns(tiny_qwen3: Path) -> None:
+    """One real GRPOTrainer step on a HypoSpace chat dataset: the reward sees chat completions and H_O."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    task = VoxelTask(grid=2, max_height=2, max_blocks=1)
+    seen: list[tuple[Any, list[str]]] = []
+
+    def validity(prompts: list, completions: list, **columns: Any) -> list[float]:
+        seen.append((completions[0], sorted(columns)))
+        return task.validity_reward(prompts, completions, **columns)
+
+    args = GRPOConfig(
+        output_dir=str(tiny_qwen3.parent / "grpo-hypospace"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        max_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_qwen3),
+        reward_funcs=[validity],
+        args=args,
+        train_dataset=task.train_dataset("train"),
+        processing_class=AutoTokenizer.from_pretrained(tiny_qwen3),
+    )
+    trainer.train()
+    completion, columns = seen[0]
+    assert completion[0]["role"] == "assistant"
+    assert {"hypotheses", "observations", "id"} <= set(columns)

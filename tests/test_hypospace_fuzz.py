@@ -9,9 +9,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from divrl.tasks.hypospace import BooleanTask, CausalTask, HypoSpaceTask, VoxelTask
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from divrl.tasks.hypospace import BooleanTask, CausalTask, HypoSpaceTask, VoxelTask
 
 TASKS: list[HypoSpaceTask] = [
     CausalTask(nodes=4, max_edges=6),

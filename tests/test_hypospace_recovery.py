@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from divrl import cli, sampling
 from divrl.tasks.hypospace import VoxelTask
 from divrl.tasks.hypospace.common import Instance
 from divrl.tasks.hypospace.recovery import bootstrap_mean, evaluate_recovery
 from divrl.tasks.hypospace.recovery_cli import expand_models
-
-from divrl import cli, sampling
 
 # Four instances (one occupied cell of a 2x2 grid, height 1 or 2): H_O = {h1, h2} each.
 TASK = VoxelTask(grid=2, max_height=2, max_blocks=1)

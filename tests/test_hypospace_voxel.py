@@ -6,6 +6,7 @@ import itertools
 import math
 
 import pytest
+
 from divrl.tasks.hypospace.voxel import VoxelTask
 
 

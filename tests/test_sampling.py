@@ -92,6 +92,7 @@ def test_lora_adapter_directory_loads_on_its_base(tiny_qwen3: Path, tmp_path: Pa
     assert len(out[0]) == 2
 
 
+@pytest.mark.slow
 def test_chat_prompt_without_template_is_refused(tiny_qwen3: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

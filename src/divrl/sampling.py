@@ -86,7 +86,7 @@ def load_for_sampling(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Model and tokenizer for generation: a hub id, a local checkpoint, `embedded:NAME`, or a PEFT adapter
     directory (e.g. a TRL LoRA checkpoint), loaded on its base model. Missing paths give a ValueError."""
-    from divrl.models import load_model_and_tokenizer
+    from divrl.models import load_model_and_tokenizer, resolve_model_name
 
     path = Path(name_or_path).expanduser()
     adapter_config = path / "adapter_config.json"
@@ -104,6 +104,7 @@ def load_for_sampling(
             if tokenizer.pad_token is None:
                 tokenizer.pad_token = tokenizer.eos_token
     else:
+        resolve_model_name(name_or_path)  # a missing local path fails here, before torch is imported
         model, tokenizer = load_model_and_tokenizer(name_or_path, quantize=quantize, dtype=dtype)
     model.eval()
     return model, tokenizer

@@ -2,7 +2,16 @@
 
 `make_task("causal", nodes=4, max_edges=6, observations=[3])` (or the class directly) gives a task with
 exhaustive instances, splits, prompts, TRL reward functions, IPS outcome keys and QD descriptors; see
-`common` for what the domains share and each domain module for its semantics and documented fixes.
+`common` for what the domains share and each domain module for its semantics.
+
+Deliberate deviations from the HypoSpace reference code (details in the domain modules):
+- boolean: one depth definition (smallest generation depth of any expression with the same mechanistic
+  key) used by generator and validator alike; the reference counted NOR(x, y) as depth 1 when generating
+  and depth 2 when validating;
+- boolean: the allowed-operator check applies to the operators an answer writes, so NOT (x OR y) is valid
+  without NOR in the operator set (the reference rewrote it to NOR and rejected it);
+- boolean: answers are parsed by our own grammar, never by sympy's sympify (which evaluates Python);
+- voxel: the maximum height is enforced (the reference never checked it).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ _LABEL = re.compile(r"graph\s*:", re.IGNORECASE)
 _TOKEN = re.compile(r"\s*(?:([A-Za-z]\w*)|(-+>|=+>|→|⟶|⇒|➔|➝)|([,;&])|([\[\]{}()`*\"'.]))\s*")
 _STRICT = re.compile(r"[A-Z] ?-> ?[A-Z](?:[,;] ?[A-Z] ?-> ?[A-Z])*")
 _PAIR = re.compile(r"([A-Z]) ?-> ?([A-Z])")
-_NO_EDGES = frozenset({"no edges", "no edge", "none", "empty", "empty graph", "∅", "{}", "[]", "no edges."})
+_NO_EDGES = frozenset({"no edges", "no edge", "none", "empty", "empty graph", "∅", "{}", "[]"})
 _OBSERVATION = re.compile(r"Perturb\(([A-Z])\) -> ((?:[A-Z]:[01] ?)+)")
 
 

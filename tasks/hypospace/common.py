@@ -24,11 +24,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from divrl.sampling import Prompt
+
 if TYPE_CHECKING:
     from datasets import Dataset
 
 PromptStyle = Literal["chat", "base"]
-Prompt = str | list[dict[str, str]]
 PROMPT_STYLES: tuple[str, ...] = ("chat", "base")
 SPLITS: tuple[str, ...] = ("train", "test", "all")
 # Marks the end of every worked example in base (few-shot) prompts; samplers may stop on it.
@@ -308,7 +309,8 @@ class HypoSpaceTask(ABC):
     def exemplars(
         self, instance: Instance, pool: Sequence[Instance], count: int = 3, seed: int = 0
     ) -> list[tuple[Instance, str]]:
-        """`count` worked examples from `pool` (other than `instance`), each with one admissible hypothesis."""
+        """`count` worked examples from `pool` (other than `instance`; all instances when the pool has none),
+        each with one admissible hypothesis drawn with `seed`."""
         candidates = [p for p in pool if p.id != instance.id] or [p for p in self._instances if p.id != instance.id]
         rng = random.Random(f"{seed}-exemplars")
         chosen = rng.sample(candidates, min(count, len(candidates)))
@@ -330,14 +332,14 @@ class HypoSpaceTask(ABC):
 
     def prompts_for(
         self,
-        instances: Sequence[Instance],
         style: PromptStyle,
         seed: int = 0,
         test_fraction: float = 0.5,
         limit: int | None = None,
         n_exemplars: int = 3,
     ) -> Callable[[Instance, Sequence[str]], Prompt]:
-        """A prompt builder for `instances`; base-style exemplars come from the train split (no test leakage)."""
+        """A prompt builder `build(instance, previous=())` for `style`; base-style worked examples come from the
+        train split of the same (seed, test_fraction, limit), so test prompts never show test answers."""
         if style not in PROMPT_STYLES:
             raise ValueError(f"unknown prompt style {style!r}; choose one of {PROMPT_STYLES}")
         pool = self.split("train", seed, test_fraction, limit)
@@ -363,7 +365,7 @@ class HypoSpaceTask(ABC):
         instances = self.split(split, seed, test_fraction, limit)
         if not instances:
             raise ValueError(f"split {split!r} of {self.name} {self.params} is empty")
-        build = self.prompts_for(instances, style, seed, test_fraction, limit, n_exemplars)
+        build = self.prompts_for(style, seed, test_fraction, limit, n_exemplars)
         return Dataset.from_list(
             [
                 {

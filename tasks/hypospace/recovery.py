@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from divrl.tasks.hypospace.common import HypoSpaceTask, Instance, Prompt, recovery_curve, uniqueness, validity
+
+from divrl.sampling import Prompt
+from divrl.tasks.hypospace.common import HypoSpaceTask, Instance, recovery_curve, uniqueness, validity
 
 PROTOCOLS = ("parallel", "sequential")
+# Any `sampler(prompts, n) -> n completions per prompt`; `divrl.sampling` builds real ones.
 Sampler = Callable[[Sequence[Prompt], int], list[list[str]]]
 PromptBuilder = Callable[[Instance, Sequence[str]], Prompt]
 
@@ -108,7 +111,7 @@ def evaluate_recovery(
     """Per-instance curves and metrics plus their macro-averages with bootstrap intervals."""
     if not instances:
         raise ValueError(f"no instances to evaluate for {task.name}")
-    build_prompt = build_prompt or task.prompts_for(instances, "chat")
+    build_prompt = build_prompt or task.prompts_for("chat")
     completions = sample_instances(
         instances, sampler, samples, protocol, build_prompt, task.parse, instances_per_call, progress
     )

@@ -100,10 +100,9 @@ def _recovery(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import gc
 
+    from divrl import sampling
     from divrl.tasks.hypospace.common import END_MARKER
     from divrl.tasks.hypospace.recovery import evaluate_recovery, plot_recovery
-
-    from divrl import sampling
 
     for name, low in (("samples", 1), ("n_exemplars", 0), ("instances_per_call", 1), ("bootstrap", 1)):
         if getattr(args, name) < low:
@@ -135,7 +134,7 @@ def _run(args: argparse.Namespace) -> int:
         style = args.prompt_style
         if style == "auto":
             style = "chat" if sampler.has_chat_template else "base"
-        build = task.prompts_for(instances, style, args.seed, args.test_fraction, args.limit, args.n_exemplars)
+        build = task.prompts_for(style, args.seed, args.test_fraction, args.limit, args.n_exemplars)
         print(
             f"{label}: {len(instances)} instances x {args.samples} samples ({args.protocol}, {style} prompts)",
             file=sys.stderr,
