@@ -10,6 +10,8 @@ reward maximisation.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 # FlowRL's published defaults: reward scale beta = 15 and PPO-style clipping 0.2 of the importance weight.
@@ -17,7 +19,14 @@ FLOWRL_BETA = 15.0
 FLOWRL_IMPORTANCE_CLIP = 0.2
 
 
-def trajectory_balance_loss(
+class TrajectoryBalanceTerms(NamedTuple):
+    """The two factors of the per-sequence FlowRL loss w * residual^2 (B,) each; trainers log them."""
+
+    residual: torch.Tensor
+    weight: torch.Tensor
+
+
+def trajectory_balance_terms(
     log_z: torch.Tensor,
     seq_logp_policy: torch.Tensor,
     seq_logp_ref: torch.Tensor,
@@ -26,12 +35,8 @@ def trajectory_balance_loss(
     beta_r: float = FLOWRL_BETA,
     seq_logp_old: torch.Tensor | None = None,
     importance_clip: float = FLOWRL_IMPORTANCE_CLIP,
-) -> torch.Tensor:
-    """Per-sequence FlowRL loss; all inputs are (B,) tensors of summed log-probs, lengths and rewards.
-
-    `seq_logp_old` (the sampling policy's summed log-probs) gives the importance weight; None means
-    on-policy (w = 1). Gradients flow into `log_z` and `seq_logp_policy` only.
-    """
+) -> TrajectoryBalanceTerms:
+    """Residual and detached importance weight of `trajectory_balance_loss` (same arguments)."""
     shapes = {t.shape for t in (log_z, seq_logp_policy, seq_logp_ref, lengths, normalised_rewards)}
     if len(shapes) != 1 or log_z.dim() != 1:
         raise ValueError(f"trajectory_balance_loss needs (B,) tensors of equal shape, got {sorted(map(tuple, shapes))}")
@@ -49,4 +54,24 @@ def trajectory_balance_loss(
     else:
         log_ratio = (seq_logp_policy - seq_logp_old).detach().clamp(max=20.0)
         weight = log_ratio.exp().clamp(1.0 - importance_clip, 1.0 + importance_clip)
+    return TrajectoryBalanceTerms(residual, weight)
+
+
+def trajectory_balance_loss(
+    log_z: torch.Tensor,
+    seq_logp_policy: torch.Tensor,
+    seq_logp_ref: torch.Tensor,
+    lengths: torch.Tensor,
+    normalised_rewards: torch.Tensor,
+    beta_r: float = FLOWRL_BETA,
+    seq_logp_old: torch.Tensor | None = None,
+    importance_clip: float = FLOWRL_IMPORTANCE_CLIP,
+) -> torch.Tensor:
+    """Per-sequence FlowRL loss; all inputs are (B,) tensors of summed log-probs, lengths and rewards.
+
+    `seq_logp_old` (the sampling policy's summed log-probs) gives the importance weight; None means
+    on-policy (w = 1). Gradients flow into `log_z` and `seq_logp_policy` only.
+    """
+    residual, weight = trajectory_balance_terms(log_z, seq_logp_policy, seq_logp_ref, lengths, normalised_rewards,
+                                                beta_r, seq_logp_old, importance_clip)
     return weight * residual**2
