@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rdkit import Chem
+
 from divrl.tasks.molecules.chem import (
     MAX_SMILES_CHARS,
     canonicalize,
@@ -11,9 +15,6 @@ from divrl.tasks.molecules.chem import (
     parse_smiles,
 )
 from divrl.tasks.molecules.rewards import MPO
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from rdkit import Chem
 
 ASPIRIN = Chem.MolToSmiles(Chem.MolFromSmiles("CC(=O)Oc1ccccc1C(=O)O"))
 CAFFEINE = Chem.MolToSmiles(Chem.MolFromSmiles("Cn1c(=O)c2c(ncn2C)n(C)c1=O"))
@@ -96,3 +97,11 @@ def test_fuzz_extraction_and_reward_never_raise(raw: str | bytes) -> None:
     assert smiles is None or (parse_smiles(smiles) is not None and canonicalize(smiles) == smiles)
     assert 0.0 <= MPO()(text) <= 1.0
     assert 0.0 <= MPO()(smiles or "") <= 1.0
+
+
+def test_rdkit_log_is_silenced_only_inside_our_calls(capfd: pytest.CaptureFixture[str]) -> None:
+    assert extract_smiles("C1CC c1cccc1 [CH5] CCO") == "CCO"
+    assert MPO()("C1CC") == 0.0
+    assert "SMILES Parse Error" not in capfd.readouterr().err
+    assert Chem.MolFromSmiles("C1CC") is None  # outside our calls RDKit's logging is as the user left it
+    assert "SMILES Parse Error" in capfd.readouterr().err

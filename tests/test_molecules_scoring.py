@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import pytest
+
 from divrl.tasks.molecules.rewards import MPO
 from divrl.tasks.molecules.scoring import CachedScorer, OracleCall
 
@@ -90,3 +92,23 @@ def test_unpicklable_oracle_falls_back_to_serial(caplog: pytest.LogCaptureFixtur
         assert scorer.score(["CCO", "CCN"]) == [0.5, 0.5]
     assert scorer.pool_batches == 0
     assert any("not picklable" in r.message for r in caplog.records)
+
+
+class DiesInWorkers:
+    """Scores 0.5 in the parent process and kills any worker process that calls it."""
+
+    def __init__(self) -> None:
+        self.parent = os.getpid()
+
+    def __call__(self, smiles: str) -> float:
+        if os.getpid() != self.parent:
+            os._exit(1)
+        return 0.5
+
+
+def test_broken_pool_falls_back_to_serial(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING), CachedScorer(DiesInWorkers(), workers=2, pool_threshold=2) as scorer:
+        assert scorer.score(["CCO", "CCN"]) == [0.5, 0.5]
+        assert scorer.score(["CCC", "CCCC"]) == [0.5, 0.5]
+    assert scorer.pool_batches == 0 and scorer.oracle_calls == 4
+    assert sum("process pool failed" in r.message for r in caplog.records) == 1

@@ -6,6 +6,12 @@ import json
 import pickle
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rdkit import Chem
+from rdkit.Chem import Crippen, Descriptors
+
+from divrl.task import Task, has_hook
 from divrl.tasks.molecules import DiversityFilter, MoleculeTask
 from divrl.tasks.molecules.data import (
     base_prompt,
@@ -16,12 +22,6 @@ from divrl.tasks.molecules.data import (
     shipped_smiles,
 )
 from divrl.tasks.molecules.rewards import MPO
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from rdkit import Chem
-from rdkit.Chem import Crippen, Descriptors
-
-from divrl.task import Task, has_hook
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
@@ -125,3 +125,12 @@ def test_prompts_for_base_and_chat_models() -> None:
     assert dataset.column_names == ["prompt", "few_shot"] and len(dataset) == 3
     with pytest.raises(ValueError, match="prompt style"):
         build_rows(1, style="instruct")
+
+
+def test_lazy_package_exports_resolve() -> None:
+    import divrl.tasks.molecules as molecules
+
+    for name in molecules.__all__:
+        assert getattr(molecules, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute"):
+        molecules.not_a_name  # noqa: B018

@@ -4,7 +4,9 @@ Repeats are common under RL, and the oracle (QED alone ~2-3 ms per molecule) dom
 every canonical SMILES is scored once. The history records real oracle calls only, in order: cache
 hits and invalid strings (scored 0 without an oracle call) consume no budget, which is what Generative
 Yield and Oracle Burden count. Batches with at least `pool_threshold` uncached molecules are scored
-by `workers` processes (spawned, so the oracle must be picklable; otherwise scoring stays serial).
+by `workers` processes. Workers are spawned, so the oracle must be picklable and a script that enables
+them needs the usual `if __name__ == "__main__":` guard; when either is missing, or the pool breaks,
+scoring falls back to serial with a warning instead of failing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import multiprocessing
 import pickle
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple
 
 from divrl.tasks.molecules.chem import canonicalize
@@ -96,8 +99,15 @@ class CachedScorer:
         """Oracle scores for uncached canonical SMILES, through the pool for large enough batches."""
         if self.workers > 1 and len(smiles) >= self.pool_threshold and self._ensure_pool():
             chunks = [smiles[i : i + self.chunk_size] for i in range(0, len(smiles), self.chunk_size)]
-            self.pool_batches += 1
-            return [value for chunk in self._executor.map(_score_chunk, chunks) for value in chunk]
+            try:
+                values = [value for chunk in self._executor.map(_score_chunk, chunks) for value in chunk]
+            except (BrokenProcessPool, RuntimeError, OSError) as error:  # e.g. no __main__ guard under spawn
+                logger.warning("process pool failed (%s): scoring serially from now on", error)
+                self.close()
+                self._pool_unusable = True
+            else:
+                self.pool_batches += 1
+                return values
         return [float(self.oracle(s)) for s in smiles]
 
     def _ensure_pool(self) -> bool:

@@ -11,11 +11,12 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rdkit.Chem import Crippen, Descriptors
+
 from divrl.tasks.molecules.chem import extract_smiles, parse_smiles, quiet_rdkit
 from divrl.tasks.molecules.diversity_filter import DiversityFilter
 from divrl.tasks.molecules.rewards import DEFAULT_COMPONENTS, MPO, SmilesComponent
 from divrl.tasks.molecules.scoring import CachedScorer
-from rdkit.Chem import Crippen, Descriptors
 
 DEFAULT_MOLWT_RANGE = (100.0, 600.0)
 DEFAULT_LOGP_RANGE = (-2.0, 6.0)
@@ -50,7 +51,13 @@ def _unit_interval(value: float, bounds: tuple[float, float]) -> float:
 
 
 class MoleculeTask:
-    """SMILES generation with cheap RDKit rewards; implements reward_funcs, outcome_key and behavior."""
+    """SMILES generation with cheap RDKit rewards; implements reward_funcs, outcome_key and behavior.
+
+    `components`, `extra_components`, `weights` and `hbd_threshold` configure the MPO (see `MPO`);
+    `diversity_filter` wraps the reward; `workers` > 1 scores batches with at least `pool_threshold`
+    new molecules in a process pool (see `CachedScorer`); the ranges normalise the QD descriptors.
+    In multi-process training each process keeps its own cache and filter memory.
+    """
 
     name = "molecules"
     behavior_dims = 2
