@@ -20,6 +20,7 @@ _LAZY_EXPORTS: dict[str, str] = {
     "MaxEntGRPOTrainer": "divrl.trainers.presets",
     "DivergenceGRPOTrainer": "divrl.trainers.presets",
     "PopulationGRPOTrainer": "divrl.trainers.presets",
+    "FlowRLTrainer": "divrl.trainers.presets",
     "sample_reference": "divrl.trainers.rehearsal",
 }
 

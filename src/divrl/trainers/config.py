@@ -1,6 +1,7 @@
 """`DivRLConfig`: TRL's `GRPOConfig` plus the diversity methods' fields, each with its default and seed.
 
-Seeds: 000 = QD-/MaxEnt-/Population-GRPO (idea generation), 001 = IPS-GRPO, 004 = DPH-RL divergences.
+Seeds: 000 = QD-/MaxEnt-/Population-GRPO (idea generation), 001 = IPS-GRPO, 004 = DPH-RL divergences;
+the FlowRL baseline of seed 001 follows Zhu et al. 2025 (`divrl.trainers.flowrl`).
 Every method is off by default, so `DivRLConfig()` trains exactly like `GRPOConfig()`.
 Misconfiguration raises `ValueError` naming the field, at construction.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from divrl.core.divergence import DIVERGENCES
+from divrl.trainers.flowrl import FlowRLConfig
 from divrl.trainers.population import PopulationConfig
 
 OUTCOME_KEY_SOURCES = ("auto", "task", "text")
@@ -25,7 +27,7 @@ def _help(text: str) -> dict[str, str]:
 
 
 @dataclass
-class DivRLConfig(PopulationConfig, GRPOConfig):
+class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     """GRPOConfig plus IPS, QD, MaxEnt (entropy, novelty, length bins) and divergence fields.
 
     The fields below document their default and source seed; see the module docstring for seed numbers.
@@ -108,6 +110,7 @@ class DivRLConfig(PopulationConfig, GRPOConfig):
         """Check the divrl fields (also re-run after a preset trainer switches its method on)."""
         self.qd_ranges = _as_range_pairs(self.qd_ranges)
         self.validate_population()
+        self.validate_flowrl()
         _check_choice("ips_outcome_key", self.ips_outcome_key, OUTCOME_KEY_SOURCES)
         _check_choice("qd_archive", self.qd_archive, ARCHIVE_SCOPES)
         _check_choice("novelty_embedding", self.novelty_embedding, NOVELTY_EMBEDDINGS)

@@ -42,6 +42,7 @@ from divrl.core import (
 )
 from divrl.core.archive import AddStatus
 from divrl.trainers.config import DivRLConfig
+from divrl.trainers.flowrl import FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, completion_text, hook_columns, resolve_task_hooks
 from divrl.trainers.population import PopulationMixin
 from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
@@ -109,7 +110,7 @@ class DiversityState:
                 part.load_state_dict(state[name])
 
 
-class DivRLTrainer(PopulationMixin, GRPOTrainer):
+class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
     """GRPOTrainer with the diversity methods enabled in its `DivRLConfig` (any subset, composable).
 
     Arguments are GRPOTrainer's, plus `task`: an object following `divrl.task.Task` whose hooks
@@ -189,10 +190,14 @@ class DivRLTrainer(PopulationMixin, GRPOTrainer):
         self.reward_processing_classes.append(None)
         self.reward_weights = torch.cat([self.reward_weights, torch.ones(1, dtype=self.reward_weights.dtype)])
 
+    def _needs_reference_logps(self) -> bool:
+        """Whether a loss term needs reference log-probs of the completions (TRL computes them only for beta != 0):
+        divergence on policy samples, or FlowRL's residual."""
+        return self.args.flowrl or (self.args.divergence_enabled and self.args.divergence_estimator == "policy")
+
     def _needs_reference_model(self) -> bool:
-        """Divergence on policy samples needs reference log-probs; TRL only loads a reference when beta != 0."""
-        return (self.args.divergence_enabled and self.args.divergence_estimator == "policy"
-                and self.ref_model is None and not is_peft_model(self.model))
+        """Reference log-probs without PEFT need a frozen copy of the initial policy; TRL loads one for beta != 0."""
+        return self._needs_reference_logps() and self.ref_model is None and not is_peft_model(self.model)
 
     def _load_reference_model(self, quantization_config: Any) -> torch.nn.Module:
         """Load the initial policy from its path as a frozen reference, prepared the way TRL prepares its own."""
@@ -216,7 +221,8 @@ class DivRLTrainer(PopulationMixin, GRPOTrainer):
             reference = create_model_from_path(name, **kwargs)
         except (OSError, ValueError) as exc:
             raise ValueError(
-                f"DivRLConfig.divergence needs the initial policy as reference; loading it from {name!r} failed "
+                f"DivRLConfig.{'flowrl' if self.args.flowrl else 'divergence'} needs the initial policy as reference; "
+                f"loading it from {name!r} failed "
                 f"({exc}). Pass the model as a path, or train with peft_config (reference = adapter disabled)."
             ) from exc
         if self.args.disable_dropout:
@@ -335,8 +341,7 @@ class DivRLTrainer(PopulationMixin, GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         if self.args.length_bins_enabled:
             self._apply_length_bins(output)
-        if (self.args.divergence_enabled and self.args.divergence_estimator == "policy"
-                and "ref_per_token_logps" not in output):
+        if self._needs_reference_logps() and "ref_per_token_logps" not in output:
             output["ref_per_token_logps"] = self._reference_logps(output)
         return output
 

@@ -40,3 +40,10 @@ class PopulationGRPOTrainer(DivRLTrainer):
     (see `divrl.trainers.population`); combine with any other method through the config."""
 
     preset: ClassVar[dict[str, Any]] = {"population": True}
+
+
+class FlowRLTrainer(DivRLTrainer):
+    """FlowRL (Zhu et al. 2025; seed 001's baseline): trajectory balance with a learned log Z replaces GRPO's
+    surrogate (see `divrl.trainers.flowrl`); reward scale beta_r = 15 and importance clip 0.2 unless configured."""
+
+    preset: ClassVar[dict[str, Any]] = {"flowrl": True}

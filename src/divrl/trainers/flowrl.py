@@ -1,0 +1,288 @@
+"""FlowRL (Zhu et al. 2025, "FlowRL: Matching Reward Distributions for LLM Reasoning") inside DivRLTrainer.
+
+The trajectory-balance loss of `divrl.core.flowrl.trajectory_balance_loss` replaces GRPO's clipped surrogate:
+per sequence y of prompt x, w * (log Z_phi(x) + (1/|y|) log pi(y|x) - beta_r r_hat - (1/|y|) log pi_ref(y|x))^2,
+averaged over the micro-batch's sequences and divided by the gradient-accumulation steps, as TRL's "grpo" loss.
+
+Where each piece comes from (trl 1.16), so nothing needs a second policy forward:
+- r_hat: TRL's advantages (group-normalised rewards, after any IPS / QD / novelty shaping and length bins).
+- log pi: the per-token log-probs of TRL's own loss forward (captured by the host, `DivRLTrainer`).
+- log pi_ref: `ref_per_token_logps`, TRL's when beta != 0, else computed the same way by the host (adapter
+  disabled under PEFT, otherwise a frozen copy of the initial policy).
+- w: exp(sum_t log pi - log pi_old) clipped to [1 - clip, 1 + clip], with TRL's `old_per_token_logps`; TRL skips
+  them when generation and optimisation are aligned (pi_old = pi), and then w = 1. With vLLM, TRL's
+  sequence-level importance-sampling ratio (sampler vs. pi_old) multiplies the loss, as it does for GRPO.
+- log Z_phi(x): `LogZHead`, FlowRL's ProjZ network, on the policy's last hidden states averaged over the prompt
+  tokens. They are captured from the same loss forward by a forward hook on the backbone and NOT detached,
+  as in FlowRL's reference code: the log Z loss also shapes the policy's prompt representation.
+- TRL's `_compute_loss` still runs, on zeroed advantages: its surrogate is exactly 0, and it keeps adding what it
+  adds around the surrogate (the beta KL term, the entropy bonus, a MoE aux loss) and its logging. Its
+  `clip_ratio/*` metrics therefore read 0; `flowrl/importance_weight` shows FlowRL's own clipping.
+
+The head stays outside the model, so a saved policy is a plain model or adapter: its parameters are extra groups
+of the Trainer's optimizer (same LR schedule, Adam state in optimizer.pt), its gradients are averaged across
+processes and clipped to `max_grad_norm` (on their own) before every optimizer step, and its weights are saved
+in every checkpoint as `flowrl_log_z.pt` and restored by `resume_from_checkpoint`. A population shares one head:
+the target log Z(x) depends on the reference and the reward only, not on the member.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, TrajectoryBalanceTerms, trajectory_balance_terms
+
+LOG_Z_FILE = "flowrl_log_z.pt"
+# FlowRL's reference code: ProjZModule(hidden_size, num_layers=3, dropout=0.1), width = the model's hidden size.
+FLOWRL_LOG_Z_LAYERS = 3
+FLOWRL_LOG_Z_DROPOUT = 0.1
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass
+class FlowRLConfig:
+    """The FlowRL fields of `DivRLConfig`, each with its default and source (Zhu et al. 2025 and its code)."""
+
+    flowrl: bool = field(default=False, metadata=_help(
+        "FlowRL (Zhu et al. 2025; the baseline of seed 001): the trajectory-balance loss with a learned log Z "
+        "replaces GRPO's clipped surrogate. Default False."))
+    flowrl_beta: float = field(default=FLOWRL_BETA, metadata=_help(
+        "Reward scale beta_r of the residual (FlowRL's published value: 15). Default 15.0."))
+    flowrl_importance_clip: float = field(default=FLOWRL_IMPORTANCE_CLIP, metadata=_help(
+        "The sequence importance weight pi / pi_old is clipped to [1 - c, 1 + c] (FlowRL: 0.2). Default 0.2."))
+    flowrl_log_z_layers: int = field(default=FLOWRL_LOG_Z_LAYERS, metadata=_help(
+        "Linear layers of the log Z head (FlowRL's ProjZ: 3, i.e. two Linear-GELU-LayerNorm-Dropout blocks and "
+        "a Linear to one output). Default 3."))
+    flowrl_log_z_width: int | None = field(default=None, metadata=_help(
+        "Width of the log Z head's hidden layers. Default None = the model's hidden size (as FlowRL)."))
+    flowrl_log_z_dropout: float = field(default=FLOWRL_LOG_Z_DROPOUT, metadata=_help(
+        "Dropout in the log Z head (FlowRL: 0.1). Default 0.1."))
+    flowrl_log_z_lr: float | None = field(default=None, metadata=_help(
+        "Learning rate of the log Z head. Default None = learning_rate (FlowRL trains the head with the policy's "
+        "optimizer and learning rate)."))
+
+    def validate_flowrl(self) -> None:
+        """Raise a ValueError naming the field when a FlowRL field is out of range or clashes with TRL's."""
+        checks = (
+            (self.flowrl_beta > 0, "flowrl_beta", f"must be > 0, got {self.flowrl_beta}"),
+            (0 <= self.flowrl_importance_clip < 1, "flowrl_importance_clip",
+             f"must be in [0, 1), got {self.flowrl_importance_clip}"),
+            (self.flowrl_log_z_layers >= 1, "flowrl_log_z_layers", f"must be >= 1, got {self.flowrl_log_z_layers}"),
+            (self.flowrl_log_z_width is None or self.flowrl_log_z_width >= 1, "flowrl_log_z_width",
+             f"must be None or >= 1, got {self.flowrl_log_z_width}"),
+            (0 <= self.flowrl_log_z_dropout < 1, "flowrl_log_z_dropout",
+             f"must be in [0, 1), got {self.flowrl_log_z_dropout}"),
+            (self.flowrl_log_z_lr is None or self.flowrl_log_z_lr >= 0, "flowrl_log_z_lr",
+             f"must be None or >= 0, got {self.flowrl_log_z_lr}"),
+        )
+        for ok, name, problem in checks:
+            if not ok:
+                raise ValueError(f"DivRLConfig.{name} {problem}")
+        if (self.flowrl and self.use_vllm and self.vllm_importance_sampling_correction
+                and not self.vllm_importance_sampling_mode.startswith("sequence")):
+            raise ValueError(
+                f"DivRLConfig.vllm_importance_sampling_mode {self.vllm_importance_sampling_mode!r} gives per-token "
+                "ratios, but the FlowRL loss is per sequence: use 'sequence_mask' or 'sequence_truncate' with "
+                "flowrl=True")
+
+
+class LogZHead(torch.nn.Module):
+    """FlowRL's ProjZ network: (layers - 1) x [Linear, GELU, LayerNorm, Dropout], then Linear(width, 1).
+
+    Maps a mean-pooled prompt representation (B, hidden) to log Z(x) (B,).
+    """
+
+    def __init__(self, in_features: int, layers: int = FLOWRL_LOG_Z_LAYERS, width: int | None = None,
+                 dropout: float = FLOWRL_LOG_Z_DROPOUT) -> None:
+        super().__init__()
+        width = width or in_features
+        blocks: list[torch.nn.Module] = []
+        size = in_features
+        for _ in range(layers - 1):
+            blocks += [torch.nn.Linear(size, width), torch.nn.GELU(), torch.nn.LayerNorm(width),
+                       torch.nn.Dropout(dropout)]
+            size = width
+        blocks.append(torch.nn.Linear(size, 1))
+        self.net = torch.nn.Sequential(*blocks)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.net(pooled).squeeze(-1)
+
+
+class _HiddenStateCapture:
+    """Forward hook on the policy's backbone: keeps its last hidden states while `active`."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.states: list[torch.Tensor] = []
+
+    def __call__(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self.active:
+            self.states.append(output.last_hidden_state)
+
+    def take(self) -> torch.Tensor:
+        """The captured hidden states of one forward (concatenated over TRL's chunks), then forget them."""
+        states, self.states = self.states, []
+        return torch.cat(states)
+
+
+class _LogZHeadCallback(TrainerCallback):
+    """Syncs and clips the head's gradients before each optimizer step and clears them after it (the Trainer's
+    `model.zero_grad()` does not reach the head)."""
+
+    def __init__(self, trainer: FlowRLMixin) -> None:
+        self.trainer = trainer
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):  # noqa: D102 (TrainerCallback hook)
+        self.trainer.prepare_log_z_gradients()
+
+    def on_optimizer_step(self, args, state, control, **kwargs):  # noqa: D102 (TrainerCallback hook)
+        self.trainer.log_z_head.zero_grad(set_to_none=True)
+
+
+class FlowRLMixin:
+    """FlowRL for a GRPOTrainer subclass (DivRLTrainer); inert unless `args.flowrl`.
+
+    Host contract (DivRLTrainer provides it): `ref_per_token_logps` is in the inputs whenever `args.flowrl`, and
+    the host's `_get_per_token_logps_and_entropies` leaves the loss forward's outputs in `self._loss_forward`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.log_z_head: LogZHead | None = None
+        if self.args.flowrl:
+            self._setup_flowrl()
+
+    def _setup_flowrl(self) -> None:
+        """Refuse what the head cannot live with, build it (seeded), hook the backbone, register the callback."""
+        from accelerate.utils import is_peft_model
+
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            raise ValueError("DivRLConfig.flowrl is not supported under DeepSpeed or FSDP: its log Z head lives "
+                             "outside the sharded model (use DDP, optionally with LoRA)")
+        if self.optimizer is not None:
+            raise ValueError("DivRLConfig.flowrl adds the log Z head to the optimizer the trainer builds: pass "
+                             "optimizer_cls_and_kwargs instead of a ready-made optimizer in `optimizers`")
+        model = self.accelerator.unwrap_model(self.model)
+        causal_lm = model.get_base_model() if is_peft_model(model) else model
+        hidden_size = causal_lm.config.get_text_config().hidden_size
+        args = self.args
+        with torch.random.fork_rng(devices=[]):  # identical on every process, independent of earlier draws
+            torch.manual_seed(args.seed)
+            head = LogZHead(hidden_size, args.flowrl_log_z_layers, args.flowrl_log_z_width, args.flowrl_log_z_dropout)
+        self.log_z_head = head.to(self.accelerator.device)
+        self._hidden_capture = _HiddenStateCapture()
+        causal_lm.base_model.register_forward_hook(self._hidden_capture)  # the backbone TRL's fused LM head calls
+        self.add_callback(_LogZHeadCallback(self))
+
+    # ------------------------------------------------------------------------------ optimizer
+    def create_optimizer(self, *args: Any, **kwargs: Any):  # noqa: D102 (Trainer hook)
+        optimizer = super().create_optimizer(*args, **kwargs)
+        head = self.log_z_head
+        if head is not None and not any(p is q for g in optimizer.param_groups for p in g["params"]
+                                        for q in head.parameters()):
+            lr = self.args.learning_rate if self.args.flowrl_log_z_lr is None else self.args.flowrl_log_z_lr
+            decay = set(self.get_decay_parameter_names(head))
+            named = list(head.named_parameters())
+            for weight_decay, params in ((self.args.weight_decay, [p for n, p in named if n in decay]),
+                                         (0.0, [p for n, p in named if n not in decay])):
+                optimizer.add_param_group({"params": params, "lr": lr, "weight_decay": weight_decay})
+        return optimizer
+
+    def prepare_log_z_gradients(self) -> None:
+        """Average the head's gradients over processes (it is not DDP-wrapped) and clip them to max_grad_norm."""
+        params = list(self.log_z_head.parameters())
+        for param in params:
+            if param.grad is None:
+                param.grad = torch.zeros_like(param)
+            if self.accelerator.num_processes > 1:
+                param.grad.copy_(self.accelerator.reduce(param.grad, reduction="mean"))
+        if self.args.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(params, self.args.max_grad_norm)
+
+    # ----------------------------------------------------------------------------------- loss
+    def _compute_loss(self, model, inputs):  # noqa: D102 (TRL hook)
+        if self.log_z_head is None:
+            return super()._compute_loss(model, inputs)
+        mode = "train" if self.model.training else "eval"
+        self.log_z_head.train(mode == "train")
+        self._hidden_capture.active = True
+        try:  # TRL's loss without its surrogate: the beta KL term, entropy bonus and aux loss only
+            loss = super()._compute_loss(model, {**inputs, "advantages": torch.zeros_like(inputs["advantages"])})
+        finally:
+            self._hidden_capture.active = False
+        hidden = self._hidden_capture.take()
+        per_token_logps = self._loss_forward[0]
+        mask = inputs["completion_mask"].to(per_token_logps.dtype)
+        if "tool_mask" in inputs:
+            mask = mask * inputs["tool_mask"]
+        lengths = mask.sum(1)
+        advantages = inputs["advantages"]
+        if advantages.dim() == 2:  # token-level advantages: their mean over the completion, as FlowRL's code
+            advantages = (advantages * mask).sum(1) / lengths.clamp(min=1.0)
+        old = inputs.get("old_per_token_logps")
+        log_z = self._log_z(hidden, inputs["prompt_mask"])
+        terms = trajectory_balance_terms(
+            log_z,
+            (per_token_logps * mask).sum(1),
+            (inputs["ref_per_token_logps"] * mask).sum(1),
+            lengths,
+            advantages.to(per_token_logps.dtype),
+            self.args.flowrl_beta,
+            None if old is None else (old * mask).sum(1),
+            self.args.flowrl_importance_clip,
+        )
+        per_sequence = terms.weight * terms.residual**2
+        if "importance_sampling_ratio" in inputs:  # vLLM sampler vs. pi_old, sequence-level (B, 1)
+            per_sequence = per_sequence * inputs["importance_sampling_ratio"].squeeze(-1)
+        self._log_flowrl(mode, log_z, terms, per_sequence)
+        accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
+        return loss + per_sequence.mean() / accumulation
+
+    def _log_z(self, hidden: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """log Z(x) (B,): the head on the last hidden states averaged over the (left-padded) prompt tokens."""
+        weights = prompt_mask.unsqueeze(-1).to(torch.float32)
+        prompt_hidden = hidden[:, : prompt_mask.shape[1]].to(torch.float32)
+        pooled = (prompt_hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+        with torch.autocast(device_type=pooled.device.type, enabled=False):  # the head trains in float32
+            return self.log_z_head(pooled)
+
+    def _log_flowrl(self, mode: str, log_z: torch.Tensor, terms: TrajectoryBalanceTerms,
+                    per_sequence: torch.Tensor) -> None:
+        """Log means over the global batch: log Z, |residual|, importance weight and the loss (before scaling)."""
+        stats = torch.stack([
+            log_z.sum(), terms.residual.abs().sum(), terms.weight.sum(), per_sequence.sum(),
+            log_z.new_tensor(float(len(log_z))),
+        ]).detach()
+        totals = self.accelerator.reduce(stats, reduction="sum")
+        metrics = self._metrics[mode]
+        for name, total in zip(("log_z", "residual", "importance_weight", "loss"), totals[:4], strict=True):
+            metrics[f"flowrl/{name}"].append((total / totals[4]).item())
+
+    # ----------------------------------------------------------------------------- checkpoints
+    def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
+        super()._save_checkpoint(model, trial)
+        if self.log_z_head is not None and self.args.should_save:
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            path = os.path.join(self._get_output_dir(trial=trial), folder, LOG_Z_FILE)
+            torch.save(self.log_z_head.state_dict(), path)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if self.log_z_head is None or checkpoint is None:
+            return
+        path = os.path.join(checkpoint, LOG_Z_FILE)
+        if not os.path.exists(path):
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {LOG_Z_FILE}; it was not written by a "
+                             "FlowRL run, so the learned log Z head cannot be restored")
+        self.log_z_head.load_state_dict(torch.load(path, map_location=self.accelerator.device, weights_only=True))
