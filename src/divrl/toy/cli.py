@@ -48,7 +48,8 @@ ENV_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "steps": ("--steps", int, "training steps (ideas: epochs)"),
     "group_size": ("--group-size", int, "samples per group G"),
-    "lr": ("--lr", float, "Adam learning rate"),
+    "lr": ("--lr", float, "learning rate"),
+    "optimizer": ("--optimizer", str, "adam | sgd (default adam; sgd = the gradient flow of seed 001's theorems)"),
     "updates_per_batch": ("--updates", int, "clipped gradient steps per sampled batch"),
     "clip": ("--clip", float, "PPO ratio clip (default 0.2)"),
     "adv_scale": ("--adv-scale", str, "advantage scaling: group | batch | none (default group)"),

@@ -16,6 +16,10 @@ from divrl.toy.envs import INVALID_LOGIT, IdeaEnv, TabularEnv
 
 Params = dict[str, torch.Tensor]
 
+# Log-std clamp of the Gaussian head, as in SAC's reference implementation: without it an entropy or
+# novelty bonus grows the std without bound (measured: MaxEnt complexity ~1e9 after 120 epochs).
+LOG_STD_BOUNDS = (-20.0, 2.0)
+
 
 @dataclass
 class Rollout:
@@ -78,17 +82,15 @@ class TabularPolicy:
             state = torch.where(alive, env.next_state[state, action], 0)
         return Rollout(actions=actions, states=states, mask=mask, outcomes=outcomes)
 
-    def token_log_probs(self, params: Params, rollout: Rollout) -> torch.Tensor:
-        """Log-prob of each taken action (P, N, T); 0 on padding."""
+    def evaluate(self, params: Params, rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-prob of each taken action and entropy of each visited state's action distribution (P, N, T);
+        0 on padding."""
         logp = self.log_probs(params)
         member = torch.arange(logp.shape[0])[:, None, None]
-        return logp[member, rollout.states, rollout.actions] * rollout.mask
-
-    def token_entropy(self, params: Params, rollout: Rollout) -> torch.Tensor:
-        """Entropy of the action distribution at each visited state (P, N, T); 0 on padding."""
-        logp = self.log_probs(params)
+        token_logp = logp[member, rollout.states, rollout.actions] * rollout.mask
         entropy = -(logp.exp() * logp).sum(-1)  # (P, S)
-        return torch.gather(entropy, 1, rollout.states.flatten(1)).view_as(rollout.states) * rollout.mask
+        token_entropy = torch.gather(entropy, 1, rollout.states.flatten(1)).view_as(rollout.states) * rollout.mask
+        return token_logp, token_entropy
 
 
 class IdeaPolicy:
@@ -132,7 +134,7 @@ class IdeaPolicy:
         h = torch.relu(h @ params["w1"] + params["b1"])
         h = torch.relu(h @ params["w2"] + params["b2"])
         mean, log_std = (h @ params["w3"] + params["b3"]).chunk(2, dim=-1)
-        return mean, log_std
+        return mean, log_std.clamp(*LOG_STD_BOUNDS)
 
     def draw_noise(self, num_members: int, num_samples: int, generator: torch.Generator) -> torch.Tensor:
         """Standard normals (members, N, dim) that `sample` shifts and scales into ideas."""
@@ -147,16 +149,12 @@ class IdeaPolicy:
         mask = torch.ones(ideas.shape, dtype=torch.bool)
         return Rollout(actions=ideas, states=prompts, mask=mask, outcomes=ideas)
 
-    def token_log_probs(self, params: Params, rollout: Rollout) -> torch.Tensor:
-        """Gaussian log-density of each coordinate of each idea (P, N, dim)."""
+    def evaluate(self, params: Params, rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gaussian log-density and differential entropy of each coordinate of each idea (P, N, dim)."""
         mean, log_std = self.gaussian(params, rollout.states)
         z = (rollout.actions - mean) * torch.exp(-log_std)
-        return -0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)
-
-    def token_entropy(self, params: Params, rollout: Rollout) -> torch.Tensor:
-        """Differential entropy of each coordinate's Gaussian (P, N, dim)."""
-        _, log_std = self.gaussian(params, rollout.states)
-        return log_std + 0.5 * math.log(2 * math.pi * math.e)
+        logp = -0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)
+        return logp, log_std + 0.5 * math.log(2 * math.pi * math.e)
 
 
 Policy = TabularPolicy | IdeaPolicy

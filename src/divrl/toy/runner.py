@@ -57,6 +57,7 @@ class TrainConfig:
     steps: int
     group_size: int
     lr: float
+    optimizer: str = "adam"  # adam | sgd (plain gradient steps: the gradient flow of seed 001's theorems)
     updates_per_batch: int = 1  # clipped gradient steps on each sampled batch (PPO/GRPO "mu")
     clip: float = 0.2
     adv_scale: str = "group"  # group_advantages scaling: group std, batch std or none
@@ -91,6 +92,8 @@ class TrainConfig:
         if bad:
             raise ValueError(f"invalid training option(s) {', '.join(bad)}: got "
                              + ", ".join(f"{b}={getattr(self, b)}" for b in bad))
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
         if self.adv_scale not in ("group", "batch", "none"):
             raise ValueError(f"adv_scale must be group, batch or none, got {self.adv_scale!r}")
 
@@ -128,14 +131,15 @@ class _Trainer:
             self.batch = cfg.group_size
         self.params: Params = self.policy.params
         self.reference: Params = {k: v.detach().clone() for k, v in self.params.items()}
-        self.optimizer = torch.optim.Adam(list(self.params.values()), lr=cfg.lr)
+        optimizer = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
+        self.optimizer = optimizer(list(self.params.values()), lr=cfg.lr)
         self.archives = [GridArchive(env.archive_dims, env.archive_ranges) for _ in range(num)]
         self.novelty = [NoveltyMemory(cfg.novelty_capacity, cfg.novelty_k, cfg.novelty_gamma) for _ in range(num)]
         self.alphas = [AdaptiveEntropyCoefficient(cfg.target_entropy, cfg.alpha_lr) for _ in range(num)]
         self.ref_rollout: Rollout | None = None
         if method.divergence != "reverse_kl":
             self.ref_rollout = self._sample(self.reference, cfg.reference_samples)
-            self.ref_logp = self.policy.token_log_probs(self.reference, self.ref_rollout)
+            self.ref_logp = self.policy.evaluate(self.reference, self.ref_rollout)[0]
 
     # -- sampling and rewards (one generator per seed) ------------------------------------------------
     def _per_seed(self, tensor: torch.Tensor) -> list[torch.Tensor]:
@@ -210,31 +214,31 @@ class _Trainer:
         return ((token_values * mask).sum(-1) / mask.shape[-1]).mean(-1)
 
     def update(self, rollout: Rollout, advantages: torch.Tensor) -> torch.Tensor:
-        """Clipped policy-gradient steps with the divergence and entropy terms; returns mean token entropy (P,)."""
+        """Clipped policy-gradient steps with the divergence and entropy terms; returns the batch's mean
+        token entropy per member (P,) before the update."""
         cfg, method, policy = self.cfg, self.method, self.policy
         mask = rollout.mask
-        old_logp = policy.token_log_probs(self.params, rollout).detach()
-        ref_logp = policy.token_log_probs(self.reference, rollout) if cfg.kl_coef > 0 else None
+        ref_logp = None
+        if cfg.kl_coef > 0 and method.divergence == "reverse_kl":
+            with torch.no_grad():
+                ref_logp = policy.evaluate(self.reference, rollout)[0]
         entropy_coef = cfg.entropy_coef + torch.tensor([a.alpha for a in self.alphas]) * method.maxent
         adv = advantages[..., None]
-        entropy = torch.zeros(len(self.alphas))
         for step in range(cfg.updates_per_batch):
-            logp = policy.token_log_probs(self.params, rollout)
+            logp, token_entropy = policy.evaluate(self.params, rollout)
+            member_entropy = (token_entropy * mask).sum((1, 2)) / mask.sum((1, 2))
+            if step == 0:  # on-policy: the first pass gives the sampling policy's log-probs
+                old_logp, entropy = logp.detach(), member_entropy.detach()
             ratio = torch.exp(logp - old_logp)
             surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)
             loss = -self._per_member_mean(surrogate, mask)
-            if method.divergence == "reverse_kl" and ref_logp is not None:
+            if ref_logp is not None:
                 kl = per_token_divergence(logp, ref_logp, "reverse_kl", samples_from="policy")
                 loss = loss + cfg.kl_coef * self._per_member_mean(kl, mask)
             elif self.ref_rollout is not None:
-                ref_rollout = self.ref_rollout
-                logp_on_ref = policy.token_log_probs(self.params, ref_rollout)
+                logp_on_ref = policy.evaluate(self.params, self.ref_rollout)[0]
                 div = per_token_divergence(logp_on_ref, self.ref_logp, method.divergence, samples_from="reference")
-                loss = loss + cfg.dph_coef * self._per_member_mean(div, ref_rollout.mask)
-            token_entropy = policy.token_entropy(self.params, rollout)
-            member_entropy = (token_entropy * mask).sum((1, 2)) / mask.sum((1, 2))
-            if step == 0:
-                entropy = member_entropy.detach()
+                loss = loss + cfg.dph_coef * self._per_member_mean(div, self.ref_rollout.mask)
             loss = loss - entropy_coef * member_entropy
             self.optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()
