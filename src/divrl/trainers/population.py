@@ -259,6 +259,9 @@ class PopulationMixin:
         # Members not trained at a step have no gradient: under DDP they are unused parameters.
         if args.ddp_find_unused_parameters is None:
             args.ddp_find_unused_parameters = True
+        elif not args.ddp_find_unused_parameters and processes > 1:
+            raise ValueError("DivRLConfig.ddp_find_unused_parameters must not be False with population=True: the "
+                             "members not trained at a step are unused parameters for DDP (leave it unset)")
 
         self.member_names = member_names(args.population_size)
         first = self.model.peft_config[FIRST_MEMBER]
