@@ -22,14 +22,16 @@ from divrl.trainers.population import (
 MEMBERS = ["default", "member_1", "member_2"]
 
 
-def peft_model(model_dir: Path, names: list[str] = MEMBERS, seed: int = 0, **lora: Any):
+def peft_model(model_dir: Path, names: list[str] = MEMBERS, seed: int = 0, four_bit: bool = False, **lora: Any):
     """A tiny model with one LoRA adapter per name, every factor random (B too, so deltas are non-zero)."""
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     settings: dict[str, Any] = dict(r=4, lora_alpha=8, target_modules="all-linear", lora_dropout=0.0)
     settings.update(lora)
-    model = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir), LoraConfig(**settings))
+    quantization = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float32) if four_bit else None
+    base = AutoModelForCausalLM.from_pretrained(model_dir, quantization_config=quantization)
+    model = get_peft_model(base, LoraConfig(**settings))
     for name in names[1:]:
         model.add_adapter(name, LoraConfig(**settings))
     generator = torch.Generator().manual_seed(seed)
@@ -65,9 +67,12 @@ def test_soup_of_identical_adapters_is_that_adapter(tiny_qwen3: Path) -> None:
             torch.testing.assert_close(delta, expected[name], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("use_rslora", [False, True])
-def test_soup_of_distinct_adapters_is_the_weighted_sum_of_deltas(tiny_qwen3: Path, use_rslora: bool) -> None:
-    model = peft_model(tiny_qwen3, use_rslora=use_rslora)
+@pytest.mark.parametrize(("use_rslora", "four_bit"), [(False, False), (True, False), (False, True)])
+def test_soup_of_distinct_adapters_is_the_weighted_sum_of_deltas(tiny_qwen3: Path, use_rslora: bool,
+                                                                 four_bit: bool) -> None:
+    # rsLoRA (s = alpha / sqrt(r)) is exact here; on a 4-bit base the soup never touches the quantised weights.
+    model = peft_model(tiny_qwen3, use_rslora=use_rslora, four_bit=four_bit)
+    assert four_bit == all(type(layer).__name__ == "Linear4bit" for _, layer in lora_layers(model, "default"))
     weights = [0.5, 0.3, 0.2]
     member_deltas = [deltas(model, m) for m in MEMBERS]
     soups = {name: delta for name, _, delta in soup_deltas(model, MEMBERS, weights)}
