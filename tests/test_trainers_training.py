@@ -10,10 +10,14 @@ from trainer_helpers import ToyTask, lora_config, make_config, metric_keys, prom
 PRESETS = {
     "IPSGRPOTrainer": ({}, {"ips/distinct_outcomes", "ips/max_scale"}),
     "QDGRPOTrainer": ({}, {"qd/coverage", "qd/qd_score", "qd/new_cells"}),
-    "MaxEntGRPOTrainer": ({"maxent_entropy_target": 8.0}, {"maxent/alpha", "maxent/novelty", "entropy_coef"}),
+    "MaxEntGRPOTrainer": (
+        {"maxent_entropy_target": 8.0, "novelty_embedding": "hidden"},
+        {"maxent/alpha", "maxent/novelty", "entropy_coef"},
+    ),
     "DivergenceGRPOTrainer": ({}, {"divergence/js"}),
     "DivRLTrainer": (
-        {"ips": True, "qd": True, "novelty_coef": 0.3, "length_bins": 2, "divergence": "forward_kl"},
+        {"ips": True, "qd": True, "novelty_coef": 0.3, "novelty_embedding": "task", "length_bins": 2,
+         "divergence": "forward_kl"},
         {"ips/max_scale", "qd/coverage", "maxent/novelty", "divergence/forward_kl", "rewards/divrl_bonus/mean"},
     ),
 }
@@ -63,3 +67,22 @@ def test_divergence_without_peft_loads_a_frozen_reference(tiny_qwen3: Path, tmp_
     values = [h["divergence/reverse_kl"] for h in trainer.state.log_history if "divergence/reverse_kl" in h]
     assert values[0] == pytest.approx(0.0, abs=1e-6)  # step 1: policy == reference
     assert values[1] > 0  # after one update the policy has moved
+
+
+def test_hidden_state_embedding_is_the_pooled_last_layer(tiny_gemma3: Path, tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer
+
+    from divrl import DivRLTrainer
+
+    trainer = DivRLTrainer(str(tiny_gemma3), args=make_config(tmp_path, novelty_coef=0.3, novelty_embedding="hidden"),
+                           train_dataset=prompt_dataset(), processing_class=AutoTokenizer.from_pretrained(tiny_gemma3),
+                           peft_config=lora_config(), task=ToyTask())
+    trainer.model.eval()
+    completions = [[5, 6, 7], [8, 9]]
+    embeddings = trainer._pooled_hidden_states(completions)
+    assert embeddings.shape == (2, trainer.model.config.hidden_size)
+    for row, ids in zip(embeddings, completions, strict=True):
+        with torch.no_grad():
+            hidden = trainer.model(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states[-1][0]
+        torch.testing.assert_close(row, torch.nn.functional.normalize(hidden.mean(0), dim=0), atol=1e-5, rtol=1e-4)
