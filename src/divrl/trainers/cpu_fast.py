@@ -1,0 +1,283 @@
+"""Faster GRPO steps on the CPU with the same training semantics (same log-probs, loss and sampling).
+
+TRL computes per-token log-probs through a fused, chunked LM head. On devices without Triton (the CPU) it
+projects every position of every sequence, prompt included (about 4x the completion tokens with a few-shot
+prompt), allocates several logits-sized temporaries per tile, and its backward recomputes the whole
+`hidden @ W.T` projection. With Gemma 3's 262k-token vocabulary that projection dominates a CPU step.
+
+`CPUFastLogpsMixin` replaces that path on the CPU by `SampledTokenLogProb`: only completion positions are
+projected, in row tiles (reused buffers) with an exact log-sum-exp, and the gradient with respect to the
+hidden states is prepared during the forward pass in closed form,
+
+    d log p_t / d h = inv_temperature * (s'_t W_t - sum_j p_j s'_j W_j)   (s' = softcap slope, 1 without),
+
+so the backward costs no second projection. The entropy comes from the same pass. Gradients the closed form
+does not cover (through the entropy, e.g. an entropy bonus; into the LM-head weight, e.g. full fine-tuning)
+are computed by recomputing the projection in the backward, as TRL does. Mixed precision, multimodal inputs,
+MoE auxiliary losses, rescaled logits and non-CPU devices use TRL's own path unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any
+
+import torch
+
+# Rows of `hidden @ W.T` projected at once: bounds each float32 logits tile (rows x vocab) to this many bytes.
+LOGITS_TILE_BYTES = 64 * 2**20
+# Text-config attributes that rescale logits in some architectures; models with them use TRL's path.
+_LOGIT_SCALE_ATTRS = ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+# Keyword answered by the patched forward of the causal LM (passes through the PEFT and DDP wrappers).
+FAST_LOGPS_KWARG = "divrl_sampled_logps"
+_PATCHED_MARKER = "_divrl_sampled_logps_temperature"
+
+
+class SampledTokenLogProb(torch.autograd.Function):
+    """log p(target) and, optionally, the entropy of softmax(softcap(hidden @ weight.T) / temperature).
+
+    Returns `(logps, entropy or None)`, both (N,), in the dtype of `hidden` (float32 in the trainers).
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        hidden: torch.Tensor,  # (N, H)
+        weight: torch.Tensor,  # (V, H)
+        targets: torch.Tensor,  # (N,)
+        inv_temperature: float,
+        softcap: float | None,
+        compute_entropy: bool,
+        entropy_needs_grad: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        ctx.set_materialize_grads(False)
+        n, vocab = hidden.shape[0], weight.shape[0]
+        # The closed form needs sum_j p_j s'_j W_j; skip it when the backward must recompute the tiles anyway.
+        closed_form = hidden.requires_grad and not weight.requires_grad and not entropy_needs_grad
+        logps = hidden.new_empty(n)
+        log_z = hidden.new_empty(n)
+        entropy = hidden.new_empty(n) if compute_entropy else None
+        expected_w = hidden.new_empty(hidden.shape) if closed_form else None
+        target_slope = hidden.new_ones(n)
+        tiles = _row_tiles(n, vocab)
+        z_buffer = hidden.new_empty(tiles[0].stop - tiles[0].start, vocab)
+        p_buffer = torch.empty_like(z_buffer) if compute_entropy or closed_form else None
+        for rows in tiles:
+            z = _logits_into(z_buffer, hidden[rows], weight, inv_temperature, softcap)
+            target_z = z.gather(1, targets[rows, None]).squeeze(1)
+            row_max = z.amax(dim=1)
+            if p_buffer is None:
+                lse = row_max + torch.exp(z.sub_(row_max[:, None]), out=z).sum(dim=1).log()
+            else:
+                p = torch.sub(z, row_max[:, None], out=p_buffer[: z.shape[0]]).exp_()
+                total = p.sum(dim=1)
+                lse = row_max + total.log()
+                p.div_(total[:, None])
+                if entropy is not None:  # H = log Z - sum_j p_j z_j
+                    entropy[rows] = lse - _rowwise_dot(p, z)
+                if closed_form:
+                    if softcap is not None:
+                        target_slope[rows] = _softcap_slope_(target_z.clone(), softcap, inv_temperature)
+                        p.mul_(_softcap_slope_(z, softcap, inv_temperature))
+                    expected_w[rows] = p @ weight
+            log_z[rows] = lse
+            logps[rows] = target_z - lse
+        ctx.save_for_backward(hidden, weight, targets, log_z, entropy, expected_w, target_slope)
+        ctx.inv_temperature, ctx.softcap = inv_temperature, softcap
+        return logps, entropy
+
+    @staticmethod
+    def backward(ctx: Any, grad_logps: torch.Tensor | None, grad_entropy: torch.Tensor | None):  # type: ignore[override]
+        hidden, weight, targets, log_z, entropy, expected_w, target_slope = ctx.saved_tensors
+        inv_t, softcap = ctx.inv_temperature, ctx.softcap
+        if expected_w is not None and grad_entropy is None:
+            grad_hidden = None
+            if grad_logps is not None:
+                direction = weight[targets] * target_slope[:, None] - expected_w
+                grad_hidden = grad_logps[:, None] * inv_t * direction
+            return grad_hidden, None, None, None, None, None, None
+        grad_hidden, grad_weight = _recomputed_grads(
+            hidden, weight, targets, log_z, entropy, grad_logps, grad_entropy, inv_t, softcap, ctx.needs_input_grad
+        )
+        return grad_hidden, grad_weight, None, None, None, None, None
+
+
+def _row_tiles(n: int, vocab: int) -> list[slice]:
+    step = max(1, LOGITS_TILE_BYTES // (4 * vocab))
+    return [slice(start, min(start + step, n)) for start in range(0, n, step)] or [slice(0, 0)]
+
+
+def _logits_into(
+    buffer: torch.Tensor, hidden: torch.Tensor, weight: torch.Tensor, inv_t: float, softcap: float | None
+) -> torch.Tensor:
+    """softcap(hidden @ weight.T) / temperature, written into the front rows of `buffer`."""
+    z = torch.mm(hidden, weight.T, out=buffer[: hidden.shape[0]])
+    if softcap is None:
+        return z.mul_(inv_t)
+    return z.div_(softcap).tanh_().mul_(softcap * inv_t)
+
+
+def _softcap_slope_(z: torch.Tensor, softcap: float, inv_t: float) -> torch.Tensor:
+    """In place: the soft-cap slope 1 - tanh^2 from capped, temperature-scaled logits z = cap tanh(.) / T."""
+    return z.div_(softcap * inv_t).square_().neg_().add_(1)
+
+
+def _rowwise_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
+
+
+def _recomputed_grads(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    log_z: torch.Tensor,
+    entropy: torch.Tensor | None,
+    grad_logps: torch.Tensor | None,
+    grad_entropy: torch.Tensor | None,
+    inv_t: float,
+    softcap: float | None,
+    needs_input_grad: tuple[bool, ...],
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Hidden and weight gradients from the logits gradient of each recomputed tile."""
+    grad_hidden = torch.zeros_like(hidden) if needs_input_grad[0] else None
+    grad_weight = torch.zeros_like(weight) if needs_input_grad[1] else None
+    tiles = _row_tiles(hidden.shape[0], weight.shape[0])
+    buffer = hidden.new_empty(tiles[0].stop - tiles[0].start, weight.shape[0])
+    for rows in tiles:
+        z = _logits_into(buffer, hidden[rows], weight, inv_t, softcap)
+        slope = None if softcap is None else _softcap_slope_(z.clone(), softcap, inv_t)
+        log_p = z.sub_(log_z[rows, None])
+        p = log_p.exp()
+        # dL/dz_j = g_logp (1[j = t] - p_j) - g_H p_j (log p_j + H), built in the log_p buffer
+        coefficient = log_p
+        if grad_entropy is None:
+            coefficient.zero_()
+        else:
+            coefficient.add_(entropy[rows, None]).mul_(grad_entropy[rows, None])
+        if grad_logps is not None:
+            coefficient.add_(grad_logps[rows, None])
+        grad_z = coefficient.mul_(p).neg_()
+        if grad_logps is not None:
+            grad_z.scatter_add_(1, targets[rows, None], grad_logps[rows, None])
+        grad_z.mul_(inv_t)
+        if slope is not None:
+            grad_z.mul_(slope)
+        if grad_hidden is not None:
+            grad_hidden[rows] = grad_z @ weight
+        if grad_weight is not None:
+            grad_weight.addmm_(grad_z.T, hidden[rows])
+    return grad_hidden, grad_weight
+
+
+def add_sampled_token_head(causal_lm: Any, temperature: float) -> None:
+    """Patch `causal_lm.forward`: with `divrl_sampled_logps=(logits_to_keep, compute_entropy, entropy_needs_grad)`
+    it returns `(logps, entropy or None)` of the last `logits_to_keep` tokens, shape (B, logits_to_keep), zero
+    where the attention mask is 0 (as TRL's fused head); without it, the previous forward runs unchanged."""
+    previous_forward = causal_lm.forward
+    softcap = getattr(causal_lm.config.get_text_config(), "final_logit_softcapping", None)
+
+    @functools.wraps(type(causal_lm).forward)  # `generate` validates its kwargs against this signature
+    def forward(self: Any, *args: Any, divrl_sampled_logps: tuple[int, bool, bool] | None = None, **kwargs: Any):
+        if divrl_sampled_logps is None:
+            return previous_forward(*args, **kwargs)
+        logits_to_keep, compute_entropy, entropy_needs_grad = divrl_sampled_logps
+        input_ids, attention_mask = kwargs["input_ids"], kwargs["attention_mask"]
+        # The backbone is looked up on each call: PEFT and FSDP replace modules after patching.
+        hidden = self.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        mask = attention_mask[:, -logits_to_keep:].bool()
+        logps, entropy = SampledTokenLogProb.apply(
+            hidden[:, -logits_to_keep - 1 : -1][mask],
+            self.get_output_embeddings().weight,
+            input_ids[:, -logits_to_keep:][mask],
+            1.0 / temperature,
+            softcap,
+            compute_entropy,
+            entropy_needs_grad,
+        )
+        # masked_scatter keeps an all-masked batch connected to the graph (a differentiable zero)
+        logps = logps.new_zeros(mask.shape).masked_scatter(mask, logps)
+        return logps, None if entropy is None else entropy.new_zeros(mask.shape).masked_scatter(mask, entropy)
+
+    causal_lm.forward = types.MethodType(forward, causal_lm)
+    setattr(causal_lm, _PATCHED_MARKER, temperature)
+
+
+def supports_sampled_token_head(causal_lm: Any) -> bool:
+    """Whether `SampledTokenLogProb` computes exactly what TRL's head would: a float32 text-only causal LM
+    without logit rescaling."""
+    config = causal_lm.config
+    head = causal_lm.get_output_embeddings()
+    text_config = config.get_text_config()
+    return (
+        text_config is config
+        and head is not None
+        and getattr(head, "bias", None) is None
+        and head.weight.dtype == torch.float32
+        and all(getattr(text_config, name, None) is None for name in _LOGIT_SCALE_ATTRS)
+    )
+
+
+class CPUFastLogpsMixin:
+    """Mixin for `trl.GRPOTrainer` subclasses (list it before GRPOTrainer): per-token log-probs through
+    `SampledTokenLogProb` when the inputs are on the CPU, in float32 without mixed precision. Elsewhere TRL's
+    fused head runs unchanged. Subclasses whose loss differentiates the entropy in other ways than TRL's
+    entropy bonus override `_entropy_needs_grad` (a wrong answer costs speed, never correctness)."""
+
+    def _entropy_needs_grad(self) -> bool:
+        """Whether the loss backpropagates through the entropies (TRL: only with its entropy bonus)."""
+        return bool(getattr(self, "_entropy_bonus_enabled", False))
+
+    def _fast_logps_model(self, model: Any) -> Any | None:
+        """The causal LM behind `model` (patched on first use), or None where TRL's path must run."""
+        from accelerate.utils import is_peft_model
+
+        if self.args.bf16 or self.args.fp16:
+            return None
+        unwrapped = self.accelerator.unwrap_model(model)
+        causal_lm = unwrapped.get_base_model() if is_peft_model(unwrapped) else unwrapped
+        if getattr(causal_lm, _PATCHED_MARKER, None) != self.temperature:
+            if not supports_sampled_token_head(causal_lm):
+                return None
+            add_sampled_token_head(causal_lm, self.temperature)
+        return causal_lm
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **multimodal_inputs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """TRL's hook: the same outputs, computed by `SampledTokenLogProb` where supported."""
+        if (
+            input_ids.device.type != "cpu"
+            or compute_aux_loss
+            or any(value is not None for value in multimodal_inputs.values())
+            or self._fast_logps_model(model) is None
+        ):
+            return super()._get_per_token_logps_and_entropies(  # type: ignore[misc]
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size,
+                compute_entropy,
+                compute_aux_loss,
+                **multimodal_inputs,
+            )
+        request = (logits_to_keep, compute_entropy, compute_entropy and self._entropy_needs_grad())
+        batch_size = batch_size or input_ids.size(0)
+        logps, entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            batch = slice(start, start + batch_size)
+            batch_logps, batch_entropy = model(
+                input_ids=input_ids[batch], attention_mask=attention_mask[batch], **{FAST_LOGPS_KWARG: request}
+            )
+            logps.append(batch_logps)
+            entropies.append(batch_entropy)
+        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None

@@ -1,0 +1,145 @@
+"""CPU fast log-prob path: exact agreement with a naive log-softmax and with TRL's own GRPO path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from divrl.trainers import cpu_fast
+from divrl.trainers.cpu_fast import SampledTokenLogProb
+
+
+def _naive(hidden, weight, targets, inv_t, softcap):
+    logits = hidden @ weight.T
+    if softcap is not None:
+        logits = softcap * torch.tanh(logits / softcap)
+    log_p = torch.log_softmax(logits * inv_t, dim=-1)
+    entropy = -(log_p.exp() * log_p).sum(-1)
+    return log_p.gather(1, targets[:, None]).squeeze(1), entropy
+
+
+@pytest.fixture
+def small_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiles of 3 rows for a 50-token vocabulary, so several tiles (and a short last one) are exercised."""
+    monkeypatch.setattr(cpu_fast, "LOGITS_TILE_BYTES", 3 * 4 * 50)
+
+
+@pytest.mark.usefixtures("small_tiles")
+@pytest.mark.parametrize("softcap", [None, 3.0])
+@pytest.mark.parametrize(
+    ("entropy_weight", "entropy_needs_grad", "weight_grad"),
+    [(0.0, False, False), (0.7, False, False), (0.7, True, False), (0.0, False, True), (0.7, True, True)],
+)
+def test_values_and_gradients_match_log_softmax(
+    softcap: float | None, entropy_weight: float, entropy_needs_grad: bool, weight_grad: bool
+) -> None:
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(8, 16, dtype=torch.float64, generator=generator)
+    weight = torch.randn(50, 16, dtype=torch.float64, generator=generator)
+    targets = torch.randint(0, 50, (8,), generator=generator)
+    upstream = torch.randn(8, dtype=torch.float64, generator=generator)
+    inv_t = 1 / 0.7
+
+    results = []
+    for fast in (True, False):
+        h = hidden.clone().requires_grad_()
+        w = weight.clone().requires_grad_(weight_grad)
+        if fast:
+            logps, entropy = SampledTokenLogProb.apply(h, w, targets, inv_t, softcap, True, entropy_needs_grad)
+        else:
+            logps, entropy = _naive(h, w, targets, inv_t, softcap)
+        loss = (upstream * logps).sum() + entropy_weight * entropy.sum()
+        loss.backward()
+        results.append((logps.detach(), entropy.detach(), h.grad, w.grad))
+    (fast_logps, fast_entropy, fast_h, fast_w), (ref_logps, ref_entropy, ref_h, ref_w) = results
+    torch.testing.assert_close(fast_logps, ref_logps)
+    torch.testing.assert_close(fast_entropy, ref_entropy)
+    torch.testing.assert_close(fast_h, ref_h)
+    if weight_grad:
+        torch.testing.assert_close(fast_w, ref_w)
+    else:
+        assert fast_w is None
+
+
+@pytest.mark.usefixtures("small_tiles")
+def test_without_gradient_or_entropy_only_log_probs_are_returned() -> None:
+    hidden, weight = torch.randn(7, 16), torch.randn(50, 16)
+    targets = torch.randint(0, 50, (7,))
+    logps, entropy = SampledTokenLogProb.apply(hidden, weight, targets, 1.0, None, False, False)
+    assert entropy is None
+    torch.testing.assert_close(logps, _naive(hidden, weight, targets, 1.0, None)[0])
+
+
+def _trainer(model_dir: Path, tmp_path: Path, fast: bool, **config: object):
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from divrl.models import default_lora_config
+
+    base = (cpu_fast.CPUFastLogpsMixin, GRPOTrainer) if fast else (GRPOTrainer,)
+    trainer_class = type("FastGRPOTrainer" if fast else "PlainGRPOTrainer", base, {})
+    args = GRPOConfig(
+        output_dir=str(tmp_path / ("fast" if fast else "plain")),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        gradient_checkpointing=False,
+        bf16=False,
+        use_cpu=True,
+        report_to=[],
+        seed=0,
+        **config,
+    )
+    torch.manual_seed(0)
+    return trainer_class(
+        model=str(model_dir),
+        reward_funcs=lambda completions, **_: [float(len(set(c))) for c in completions],
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": "the answer is"}, {"prompt": "solve this problem"}] * 4),
+        peft_config=default_lora_config(r=4, lora_dropout=0.0),
+    )
+
+
+def _loss_and_grads(trainer, inputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train, which this test bypasses
+    trainer.model.zero_grad()
+    loss = trainer._compute_loss(trainer.model, inputs)
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    return loss.detach(), grads
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", [{}, {"entropy_coef": 0.05, "temperature": 0.7}, {"beta": 0.1}])
+def test_grpo_loss_and_gradients_match_trl(tiny_gemma3: Path, tmp_path: Path, config: dict) -> None:
+    """Same sampled batch: per-token log-probs, entropies, loss and LoRA gradients equal TRL's own path."""
+    fast, plain = _trainer(tiny_gemma3, tmp_path, True, **config), _trainer(tiny_gemma3, tmp_path, False, **config)
+    plain.model.load_state_dict(fast.model.state_dict())
+    fast.model.train()
+    plain.model.train()
+    batch = next(iter(fast.get_train_dataloader()))
+    inputs = fast._generate_and_score_completions(batch)
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    keep = inputs["completion_ids"].shape[1]
+    fast_logps, fast_entropy, _ = fast._get_per_token_logps_and_entropies(fast.model, ids, mask, keep, 2, True)
+    plain_logps, plain_entropy, _ = plain._get_per_token_logps_and_entropies(plain.model, ids, mask, keep, 2, True)
+    torch.testing.assert_close(fast_logps, plain_logps, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fast_entropy, plain_entropy, rtol=1e-5, atol=1e-5)
+
+    fast_loss, fast_grads = _loss_and_grads(fast, inputs)
+    plain_loss, plain_grads = _loss_and_grads(plain, inputs)
+    torch.testing.assert_close(fast_loss, plain_loss, rtol=1e-5, atol=1e-6)
+    assert fast_grads.keys() == plain_grads.keys() and fast_grads
+    for name, grad in fast_grads.items():
+        torch.testing.assert_close(grad, plain_grads[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_unsupported_settings_use_trls_path(tiny_qwen3: Path, tmp_path: Path) -> None:
+    """Mixed precision is left to TRL's fused head (the fast path is float32-only)."""
+    trainer = _trainer(tiny_qwen3, tmp_path, True, max_steps=1)
+    assert trainer._fast_logps_model(trainer.model) is not None
+    trainer.args.bf16 = True
+    assert trainer._fast_logps_model(trainer.model) is None
