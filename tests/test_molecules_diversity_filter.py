@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from divrl.tasks.molecules.diversity_filter import DiversityFilter, scaffold_of
 from rdkit import Chem
+
+from divrl.tasks.molecules.diversity_filter import DiversityFilter, scaffold_of
 
 # Five distinct molecules on the benzene scaffold, two on pyridine.
 BENZENES = ["Cc1ccccc1", "CCc1ccccc1", "Oc1ccccc1", "Nc1ccccc1", "Clc1ccccc1"]

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from rdkit import Chem
+
 from divrl.tasks.molecules.evaluate import evaluate_molecules
 from divrl.tasks.molecules.rewards import MPO
-from rdkit import Chem
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 CAFFEINE = "Cn1c(=O)c2c(ncn2C)n(C)c1=O"

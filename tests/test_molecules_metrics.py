@@ -7,6 +7,9 @@ import json
 
 import numpy as np
 import pytest
+from rdkit import Chem, DataStructs
+from rdkit.Chem import rdFingerprintGenerator
+
 from divrl.tasks.molecules.metrics import (
     generative_yield,
     intdiv_moses,
@@ -19,8 +22,6 @@ from divrl.tasks.molecules.metrics import (
     yield_curve,
 )
 from divrl.tasks.molecules.scoring import CachedScorer
-from rdkit import Chem, DataStructs
-from rdkit.Chem import rdFingerprintGenerator
 
 SAMPLE = [
     "CC(=O)Oc1ccccc1C(=O)O",

@@ -6,10 +6,11 @@ import logging
 import math
 
 import pytest
-from divrl.tasks.molecules.rewards import MPO, HBDStep, normalised_sa, qed
 from rdkit import Chem
 from rdkit.Chem import QED, rdMolDescriptors
 from rdkit.Contrib.SA_Score import sascorer
+
+from divrl.tasks.molecules.rewards import MPO, HBDStep, normalised_sa, qed
 
 KNOWN = {
     "aspirin": "CC(=O)Oc1ccccc1C(=O)O",

@@ -71,10 +71,9 @@ def _molecules(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from divrl import sampling
     from divrl.tasks.molecules.evaluate import evaluate_molecules
     from divrl.tasks.molecules.task import MoleculeTask
-
-    from divrl import sampling
 
     for name, low in (("samples", 1), ("prompts", 1), ("shots", 0), ("ob_n", 1)):
         if getattr(args, name) < low:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from divrl.tasks.molecules.chem import extract_smiles, parse_smiles, quiet_rdkit
 from rdkit import Chem
 from rdkit.Chem.Scaffolds import MurckoScaffold
+
+from divrl.tasks.molecules.chem import extract_smiles, parse_smiles, quiet_rdkit
 
 SCAFFOLD_KINDS = ("murcko", "generic")
 

@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from divrl.sampling import Sampler
 from divrl.tasks.molecules.chem import extract_smiles
 from divrl.tasks.molecules.data import build_rows, reference_smiles
 from divrl.tasks.molecules.metrics import molecule_metrics, yield_curve
 from divrl.tasks.molecules.task import MoleculeTask
-
-from divrl.sampling import Sampler
 
 
 def evaluate_molecules(

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from divrl.tasks.molecules.chem import canonical_smiles, parse_smiles
 from rdkit import Chem, DataStructs
 from rdkit.Chem import rdFingerprintGenerator
+
+from divrl.tasks.molecules.chem import canonical_smiles, parse_smiles
 
 History = Sequence[tuple[str, float]]
 

@@ -14,9 +14,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from divrl.tasks.molecules.chem import canonical_smiles, parse_smiles, quiet_rdkit
 from rdkit import Chem
 from rdkit.Chem import QED, rdMolDescriptors
+
+from divrl.tasks.molecules.chem import canonical_smiles, parse_smiles, quiet_rdkit
 
 logger = logging.getLogger(__name__)
 
