@@ -82,11 +82,14 @@ def test_loss_matches_hand_computation(tiny_qwen3: Path, tmp_path: Path) -> None
     from divrl import FlowRLTrainer
     from divrl.testing import scripted_generation
 
-    beta, clip = 0.5, 0.2
+    beta, clip, kl_coef, entropy_coef = 0.5, 0.2, 0.04, 0.01
     tokenizer = _tokenizer(tiny_qwen3)
     # Two micro-batches of 4 per optimizer step; learning rate 0 keeps policy and head as they were for the step.
+    # TRL's KL and entropy regularisation stay on top of FlowRL (seed 001 runs FlowRL with both); "bnpo" makes
+    # their loss contribution the mean of the logged per-micro-batch values.
     args = make_config(tmp_path, max_steps=1, gradient_accumulation_steps=2, learning_rate=0.0, flowrl_beta=beta,
-                       flowrl_importance_clip=clip, flowrl_log_z_dropout=0.0)
+                       flowrl_importance_clip=clip, flowrl_log_z_dropout=0.0, beta=kl_coef,
+                       entropy_coef=entropy_coef, loss_type="bnpo")
     trainer = FlowRLTrainer(str(tiny_qwen3), table_reward, args=args, train_dataset=prompt_dataset(),
                             processing_class=tokenizer, peft_config=lora_config())
     randomize_lora(trainer.model)  # policy != reference, so a swapped or missing reference term shows
@@ -100,9 +103,14 @@ def test_loss_matches_hand_computation(tiny_qwen3: Path, tmp_path: Path) -> None
     log_z = torch.cat([t["log_z"] for t in terms])
     assert residual.abs().min() > 0.1 and log_z.abs().min() > 0  # no term vanishes by accident
     history = trainer.state.log_history
-    # On-policy step (TRL skips pi_old): w = 1; the logged loss is the mean over all 8 sequences, so each micro-batch
-    # was divided by the 2 accumulation steps.
-    assert logged(history, "loss") == pytest.approx([residual.square().mean().item()], rel=1e-5)
+    # On-policy step (TRL skips pi_old): w = 1; FlowRL's part is the mean over all 8 sequences, so each
+    # micro-batch was divided by the 2 accumulation steps.
+    flowrl_loss = residual.square().mean().item()
+    assert logged(history, "flowrl/loss") == pytest.approx([flowrl_loss], rel=1e-5)
+    (kl,), (entropy,) = logged(history, "kl"), logged(history, "entropy")
+    assert kl > 0  # the adapter moved the policy away from the reference
+    expected_loss = flowrl_loss + kl_coef * kl - entropy_coef * entropy
+    assert logged(history, "loss") == pytest.approx([expected_loss], rel=1e-5)
     assert logged(history, "flowrl/importance_weight") == [1.0]
     assert logged(history, "flowrl/log_z") == pytest.approx([log_z.mean().item()], rel=1e-5, abs=1e-6)
     assert logged(history, "flowrl/residual") == pytest.approx([residual.abs().mean().item()], rel=1e-5)
@@ -116,10 +124,11 @@ def test_loss_matches_hand_computation(tiny_qwen3: Path, tmp_path: Path) -> None
     batch["old_per_token_logps"] = old
     weight = torch.exp(log_ratio).clamp(1 - clip, 1 + clip)
     trainer.model.train()
-    loss = trainer.compute_loss(trainer.model, batch)
-    expected = (weight * hand["residual"].square()).mean() / 2  # still 2 accumulation steps
-    assert loss.item() == pytest.approx(expected.item(), rel=1e-4)
-    assert trainer._metrics["train"]["flowrl/importance_weight"][-1] == pytest.approx(weight.mean().item(), rel=1e-4)
+    trainer.compute_loss(trainer.model, batch)
+    metrics = trainer._metrics["train"]
+    expected = (weight * hand["residual"].square()).mean()
+    assert metrics["flowrl/loss"][-1] == pytest.approx(expected.item(), rel=1e-4)
+    assert metrics["flowrl/importance_weight"][-1] == pytest.approx(weight.mean().item(), rel=1e-4)
 
 
 def _checkpointed_trainer(model: Path, out: Path):
