@@ -108,6 +108,16 @@ class MoleculeTask:
             molwt, logp = Descriptors.MolWt(mol), Crippen.MolLogP(mol)
         return _unit_interval(molwt, self.molwt_range), _unit_interval(logp, self.logp_range)
 
+    def train_dataset(self, split: str = "train", style: str = "base", seed: int = 0, limit: int | None = None,
+                      n_exemplars: int = 3, **_: Any) -> Any:
+        """`limit` (default 64) few-shot prompts for GRPO; generation is unconditional, so there is no test split."""
+        from divrl.tasks.molecules.data import build_dataset
+
+        if split != "train":
+            raise ValueError(f"the molecule task has only a 'train' split (prompts differ only in their examples), "
+                             f"got {split!r}")
+        return build_dataset(limit or 64, style=style, n_shots=n_exemplars, seed=seed)
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state for checkpoints: the reward cache/oracle history and the diversity filter."""
         state: dict[str, Any] = {"scorer": self.scorer.state_dict()}
