@@ -4,7 +4,10 @@ round-tripping through a checkpoint, LoRA training steps, and misconfiguration n
 from __future__ import annotations
 
 import math
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +258,25 @@ def test_without_peft_the_reference_is_a_frozen_copy(tiny_qwen3: Path, tmp_path:
     assert trainer.ref_model is not None and trainer.ref_model is not trainer.model
     policy = dict(trainer.model.named_parameters())
     assert all(p.equal(policy[n]) for n, p in trainer.ref_model.named_parameters())  # the initial policy
+
+
+@pytest.mark.slow
+def test_two_processes_train_the_same_log_z_head_as_one(tiny_qwen3: Path, tmp_path: Path) -> None:
+    """The head is outside DDP: its gradients are averaged by hand, so 2 processes of 4 rows = 1 process of 8."""
+    root = Path(__file__).resolve().parents[1]
+    script = str(root / "tests" / "flowrl_distributed_script.py")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    accelerate = Path(sys.executable).with_name("accelerate")
+    commands = {"one": [sys.executable, script], "two": [str(accelerate), "launch", "--config_file",
+                                                         str(root / "accelerate_configs" / "cpu_2proc.yaml"), script]}
+    for name, command in commands.items():
+        done = subprocess.run([*command, str(tiny_qwen3), str(tmp_path / name)], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-4000:]
+    single = torch.load(tmp_path / "one" / "rank0.pt", weights_only=True)
+    ranks = [torch.load(tmp_path / "two" / f"rank{i}.pt", weights_only=True) for i in range(2)]
+    assert single["processes"] == 1 and [r["processes"] for r in ranks] == [2, 2]
+    for part in ("head", "lora"):
+        for name, value in single[part].items():
+            assert ranks[0][part][name].equal(ranks[1][part][name]), f"{part} {name} differs between processes"
+            torch.testing.assert_close(ranks[0][part][name], value, rtol=1e-4, atol=1e-5)
