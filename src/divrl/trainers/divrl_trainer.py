@@ -10,6 +10,7 @@ Where each method hooks into TRL (trl 1.16):
   `entropy_coef` before every loss; TRL's entropy bonus does the rest.
 - Divergence: `_compute_loss`, from the per-token log-probs TRL's loss forward already computed (captured,
   not recomputed), aggregated like TRL's entropy bonus (masked token mean / gradient-accumulation steps).
+- FlowRL: `divrl.trainers.flowrl.FlowRLMixin` (a base class) replaces GRPO's surrogate in `_compute_loss`.
 All algorithms live in `divrl.core`; this module only wires them into TRL.
 """
 

@@ -17,7 +17,8 @@ Where each piece comes from (trl 1.16), so nothing needs a second policy forward
   as in FlowRL's reference code: the log Z loss also shapes the policy's prompt representation.
 - TRL's `_compute_loss` still runs, on zeroed advantages: its surrogate is exactly 0, and it keeps adding what it
   adds around the surrogate (the beta KL term, the entropy bonus, a MoE aux loss) and its logging. Its
-  `clip_ratio/*` metrics therefore read 0; `flowrl/importance_weight` shows FlowRL's own clipping.
+  `clip_ratio/*` metrics therefore read 0 and its `policy_loss` holds only the beta KL term; `flowrl/*` report
+  FlowRL's part (`flowrl/importance_weight` shows FlowRL's own clipping).
 
 The head stays outside the model, so a saved policy is a plain model or adapter: its parameters are extra groups
 of the Trainer's optimizer (same LR schedule, Adam state in optimizer.pt), its gradients are averaged across
