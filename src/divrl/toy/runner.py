@@ -110,7 +110,7 @@ class MethodRun:
     complexity_late: np.ndarray | None = None
 
 
-class _Trainer:
+class Trainer:
     """State of one method's run over all seeds: policy members, optimiser, per-member core objects."""
 
     def __init__(self, env: Env, method: Method, cfg: TrainConfig, seeds: list[int]) -> None:
@@ -142,7 +142,8 @@ class _Trainer:
             self.ref_logp = self.policy.evaluate(self.reference, self.ref_rollout)[0]
 
     # -- sampling and rewards (one generator per seed) ------------------------------------------------
-    def _per_seed(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+    def per_seed(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        """Split a (P, ...) tensor into one (members, ...) block per seed."""
         return list(tensor.split(self.members))
 
     def _sample(self, params: Params, num_samples: int) -> Rollout:
@@ -150,7 +151,7 @@ class _Trainer:
         return self.policy.sample(params, noise)
 
     def _rewards(self, rollout: Rollout) -> torch.Tensor:
-        parts = self._per_seed(rollout.outcomes)
+        parts = self.per_seed(rollout.outcomes)
         return torch.cat([self.env.sample_rewards(o, g) for o, g in zip(parts, self.generators)])
 
     # -- per-sample views used by the components ------------------------------------------------------
@@ -332,7 +333,7 @@ def train(
 def _train(
     env: Env, method: Method, cfg: TrainConfig, seeds: list[int], progress: Callable[[int, int], None] | None
 ) -> MethodRun:
-    trainer = _Trainer(env, method, cfg, seeds)
+    trainer = Trainer(env, method, cfg, seeds)
     tabular = isinstance(env, TabularEnv)
     names = TABULAR_METRICS if tabular else IDEA_METRICS
     history: dict[str, list[list[object]]] = {name: [[] for _ in seeds] for name in names}
@@ -342,8 +343,8 @@ def _train(
     late: list[torch.Tensor] = []
     for step in range(cfg.steps):
         rollout, rewards, dist = trainer.step(step)
-        for s, (outcomes, seed_rewards) in enumerate(zip(trainer._per_seed(rollout.outcomes),
-                                                         trainer._per_seed(rewards))):
+        for s, (outcomes, seed_rewards) in enumerate(zip(trainer.per_seed(rollout.outcomes),
+                                                         trainer.per_seed(rewards))):
             if tabular:
                 assert dist is not None and final_dist is not None
                 seed_dist = dist[s * trainer.members : (s + 1) * trainer.members].mean(0).double()

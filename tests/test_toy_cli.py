@@ -1,0 +1,101 @@
+"""`divrl toy`: error messages that list the valid choices, the metrics.json schema, the plots."""
+
+import json
+
+import pytest
+
+from divrl.cli import main
+
+TABULAR_METRICS = {"l1_to_target", "kl_to_target", "max_outcome_prob", "distinct_outcomes", "outcome_freqs"}
+IDEA_METRICS = {"mean_reward", "max_reward", "diversity", "complexity"}
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """Run `divrl toy ...`, returning (exit code, stdout, stderr); argparse exits are caught."""
+    try:
+        code = main(["toy", *argv])
+    except SystemExit as exit_:
+        code = int(exit_.code)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_unknown_env_lists_valid_envs(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "--env", "maze", "--methods", "grpo", "--out", str(tmp_path))
+    assert code == 2
+    assert "invalid choice: 'maze'" in err and "bandit" in err and "hypergrid" in err and "ideas" in err
+
+
+def test_unknown_method_lists_components(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "grpo,ppo+ips", "--out", str(tmp_path))
+    assert code == 2 and "'ppo'" in err and "grpo, ips, qd, maxent, pop, fkl, js" in err
+
+
+def test_unknown_option_is_rejected(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "grpo", "--out", str(tmp_path), "--temperature", "1")
+    assert code == 2 and "unrecognized arguments: --temperature" in err
+
+
+def test_option_of_another_env_names_the_valid_ones(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "--env", "hypergrid", "--methods", "grpo", "--rewards", "1,2",
+                           "--out", str(tmp_path))
+    assert code == 2
+    assert "--rewards do not apply to --env hypergrid" in err and "--dim, --side, --r0, --r1, --r2" in err
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_bad_values_give_clear_errors(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "grpo", "--rewards", "1,2,3",
+                           "--initial-logits", "1,0", "--out", str(tmp_path))
+    assert code == 2 and "--initial-logits has 2 values but there are 3 arms" in err
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "grpo", "--group-size", "1", "--out", str(tmp_path))
+    assert code == 2 and "group_size=1" in err
+    code, _, err = run_cli(capsys, "--env", "ideas", "--methods", "ips", "--ips-exact", "--out", str(tmp_path))
+    assert code == 2 and "--ips-exact needs a tabular environment" in err
+
+
+def check_schema(doc: dict, env: str, methods: list[str], steps: int, metrics: set[str]) -> None:
+    assert set(doc) == ({"env", "config", "target", "methods"} if env != "ideas" else {"env", "config", "methods"})
+    assert doc["env"] == env and list(doc["methods"]) == methods
+    for summary in doc["methods"].values():
+        assert set(summary) == {"final", "curves"}
+        assert set(summary["final"]) == set(summary["curves"]) == metrics
+        for name, stat in summary["final"].items():
+            assert set(stat) == {"mean", "std"}
+            assert len(summary["curves"][name]) == steps
+
+
+def test_bandit_metrics_json_table_and_plots(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "--env", "bandit", "--methods", "grpo,pop+ips+qd", "--seeds", "2", "--steps", "12",
+                           "--rewards", "1,1,0", "--group-size", "8", "--out", str(tmp_path), "--quiet")
+    assert code == 0
+    doc = json.loads((tmp_path / "metrics.json").read_text())
+    check_schema(doc, "bandit", ["grpo", "pop+ips+qd"], 12, TABULAR_METRICS)
+    assert doc["target"] == [0.5, 0.5, 0.0]
+    assert doc["config"]["seeds"] == [42, 142] and doc["config"]["group_size"] == 8
+    freqs = doc["methods"]["grpo"]["final"]["outcome_freqs"]
+    assert len(freqs["mean"]) == len(freqs["std"]) == 3 and sum(freqs["mean"]) == pytest.approx(1.0)
+    assert all(len(step) == 3 for step in doc["methods"]["grpo"]["curves"]["outcome_freqs"])
+    assert "pop+ips+qd" in out and "l1_to_target" in out and "target outcome_freqs" in out
+    for name in ("curves.png", "outcome_freqs.png", "distribution.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_grid_and_ideas_schemas(capsys, tmp_path):
+    code, _, _ = run_cli(capsys, "--env", "multiplicity", "--methods", "ips", "--seeds", "1", "--steps", "3",
+                         "--out", str(tmp_path / "m"), "--quiet", "--no-plots")
+    assert code == 0
+    doc = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    check_schema(doc, "multiplicity", ["ips"], 3, TABULAR_METRICS)
+    assert len(doc["methods"]["ips"]["final"]["outcome_freqs"]["mean"]) == 2  # [A, B]
+    code, _, _ = run_cli(capsys, "--env", "hypergrid", "--methods", "grpo", "--seeds", "1", "--steps", "3",
+                         "--dim", "3", "--side", "5", "--out", str(tmp_path / "h"), "--quiet", "--no-plots")
+    assert code == 0
+    doc = json.loads((tmp_path / "h" / "metrics.json").read_text())
+    assert len(doc["target"]) == 5**3 and len(doc["methods"]["grpo"]["final"]["outcome_freqs"]["mean"]) == 8
+    code, _, _ = run_cli(capsys, "--env", "ideas", "--methods", "grpo,maxent", "--seeds", "2", "--steps", "3",
+                         "--group-size", "4", "--out", str(tmp_path / "i"), "--quiet")
+    assert code == 0
+    doc = json.loads((tmp_path / "i" / "metrics.json").read_text())
+    check_schema(doc, "ideas", ["grpo", "maxent"], 3, IDEA_METRICS)
+    assert (tmp_path / "i" / "complexity_hist.png").exists()

@@ -1,0 +1,137 @@
+"""Toy runner: method parsing, determinism, the IPS fixed point vs GRPO collapse, each component's effect."""
+
+import numpy as np
+import pytest
+import torch
+
+from divrl.toy.envs import IdeaEnv, make_bandit, make_hypergrid, make_multiplicity_grid
+from divrl.toy.methods import Method
+from divrl.toy.policies import Rollout
+from divrl.toy.runner import IDEA_METRICS, TABULAR_METRICS, TrainConfig, Trainer, train
+
+BANDIT = make_bandit([1, 2, 3, 4])
+IDEAS_CFG = TrainConfig(steps=4, group_size=4, lr=3e-4, updates_per_batch=2, kl_coef=0.01, population=3,
+                        pop_interval=2, pop_top=2)
+
+
+def test_method_parsing():
+    method = Method.parse("pop+ips+qd")
+    assert (method.pop, method.ips, method.qd, method.maxent, method.divergence) == (True, True, True, False,
+                                                                                       "reverse_kl")
+    assert Method.parse("grpo+fkl").divergence == "forward_kl" and Method.parse("js").divergence == "js"
+    with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js"):
+        Method.parse("ips+dpo")
+    with pytest.raises(ValueError, match="choose one divergence"):
+        Method.parse("fkl+js")
+    with pytest.raises(ValueError, match="repeats"):
+        Method.parse("ips+ips")
+
+
+def test_config_validation_names_the_option():
+    with pytest.raises(ValueError, match="pop_top"):
+        TrainConfig(steps=1, group_size=4, lr=0.1, population=2, pop_top=3)
+    with pytest.raises(ValueError, match="optimizer"):
+        TrainConfig(steps=1, group_size=4, lr=0.1, optimizer="rmsprop")
+    with pytest.raises(ValueError, match="ips-exact needs a tabular"):
+        train(IdeaEnv(), "ips", TrainConfig(steps=1, group_size=4, lr=0.1, ips_exact=True), [0])
+
+
+def test_ips_converges_to_reward_proportional_and_grpo_collapses():
+    cfg = TrainConfig(steps=300, group_size=64, lr=0.02)
+    seeds = [42, 142, 242]
+    final = {m: train(BANDIT, m, cfg, seeds).curves for m in ("grpo", "ips")}
+    ips_l1 = final["ips"]["l1_to_target"][:, -10:].mean(1)
+    assert (ips_l1 < 0.06).all(), ips_l1
+    assert (final["grpo"]["max_outcome_prob"][:, -10:].mean(1) > 0.95).all()
+    assert (final["grpo"]["l1_to_target"][:, -10:].mean(1) > 1.0).all()
+    exact = train(BANDIT, "ips", TrainConfig(steps=300, group_size=64, lr=0.02, ips_exact=True), seeds)
+    assert (exact.curves["l1_to_target"][:, -10:].mean(1) < 0.01).all()
+    assert np.allclose(exact.final_distribution, [0.1, 0.2, 0.3, 0.4], atol=0.01)
+
+
+@pytest.mark.parametrize("method", ["pop+ips+qd", "maxent+fkl"])
+def test_runs_are_deterministic_per_seed(method):
+    env = make_hypergrid(dim=2, side=5)
+    cfg = TrainConfig(steps=12, group_size=8, lr=0.05, population=3, pop_interval=4, pop_top=2)
+    first, second = train(env, method, cfg, [7, 8]), train(env, method, cfg, [7, 8])
+    for name in TABULAR_METRICS:
+        assert np.array_equal(first.curves[name], second.curves[name])
+    # A seed's run does not depend on which other seeds share the batch.
+    alone = train(env, method, cfg, [8])
+    assert np.allclose(alone.curves["l1_to_target"][0], first.curves["l1_to_target"][1], atol=1e-6)
+    assert not np.allclose(first.curves["l1_to_target"][0], first.curves["l1_to_target"][1])
+
+
+def test_ideas_run_all_components_deterministically():
+    first = train(IdeaEnv(), "pop+ips+qd+maxent", IDEAS_CFG, [3, 4])
+    second = train(IdeaEnv(), "pop+ips+qd+maxent", IDEAS_CFG, [3, 4])
+    for name in IDEA_METRICS:
+        assert first.curves[name].shape == (2, 4) and np.isfinite(first.curves[name]).all()
+        assert np.array_equal(first.curves[name], second.curves[name])
+    # window (all 4 steps here) x seeds x members x prompts x G
+    assert first.complexity_early.shape == first.complexity_late.shape == (4 * 2 * 3 * 8 * 4,)
+
+
+def test_population_step_restarts_members_from_the_soup():
+    cfg = TrainConfig(steps=1, group_size=4, lr=3e-4, population=4, pop_top=2, pop_sigma=0.0)
+    trainer = Trainer(IdeaEnv(), Method.parse("pop"), cfg, [0, 1])
+    before = {n: p.detach().clone() for n, p in trainer.params.items()}
+    rollout, rewards, _ = trainer.step(0)
+    trainer.population_step(rollout, rewards)
+    for seed in range(2):
+        block = trainer.params["w3"][seed * 4 : (seed + 1) * 4]
+        assert torch.equal(block, block[:1].expand_as(block))  # sigma = 0: every member is the soup
+    assert not torch.equal(trainer.params["w3"][0], trainer.params["w3"][4])  # seeds stay separate
+    assert not torch.equal(trainer.params["w3"][0], before["w3"][0])
+    noisy = Trainer(IdeaEnv(), Method.parse("pop"), TrainConfig(steps=1, group_size=4, lr=3e-4, population=4,
+                                                                pop_top=2, pop_sigma=0.01), [0])
+    rollout, rewards, _ = noisy.step(0)
+    noisy.population_step(rollout, rewards)
+    spread = (noisy.params["w3"] - noisy.params["w3"].mean(0)).std().item()
+    assert spread == pytest.approx(0.01 * (3 / 4) ** 0.5, rel=0.1)  # soup + N(0, sigma^2) per member
+
+
+def fixed_rollout(outcomes: list[int]) -> Rollout:
+    """A one-member bandit batch with the given arms."""
+    arms = torch.tensor([outcomes])
+    return Rollout(actions=arms[..., None], states=torch.zeros_like(arms)[..., None],
+                   mask=torch.ones(1, len(outcomes), 1, dtype=torch.bool), outcomes=arms)
+
+
+def test_qd_bonus_rewards_new_cells_once():
+    trainer = Trainer(BANDIT, Method.parse("qd"), TrainConfig(steps=1, group_size=4, lr=0.1), [0])
+    rollout = fixed_rollout([0, 0, 1, 3])
+    rewards = BANDIT.outcome_rewards[rollout.outcomes]
+    shaped = trainer.shaped_rewards(rollout, rewards, None)
+    assert torch.allclose(shaped, torch.tensor([[1.5, 1.0, 2.5, 4.5]]))  # new cells: +0.5 for one item each
+    again = trainer.shaped_rewards(rollout, rewards + torch.tensor([[0.0, 1.0, 0.0, 0.0]]), None)
+    assert torch.allclose(again, torch.tensor([[1.0, 2.3, 2.0, 4.0]]))  # arm 0 improved by the second item: +0.3
+
+
+def test_ips_scaling_group_and_exact():
+    rollout = fixed_rollout([0, 0, 1, 3])
+    rewards = BANDIT.outcome_rewards[rollout.outcomes]
+    group = Trainer(BANDIT, Method.parse("ips"), TrainConfig(steps=1, group_size=4, lr=0.1), [0])
+    assert group.shaped_rewards(rollout, rewards, None).tolist() == [[2.0, 2.0, 8.0, 16.0]]
+    exact = Trainer(BANDIT, Method.parse("ips"), TrainConfig(steps=1, group_size=4, lr=0.1, ips_exact=True), [0])
+    dist = torch.tensor([[0.5, 0.25, 0.125, 0.125]])
+    assert exact.shaped_rewards(rollout, rewards, dist).tolist() == [[2.0, 2.0, 8.0, 32.0]]
+
+
+def test_maxent_and_divergences_keep_the_bandit_spread_out():
+    # JS is bounded by log 2, so its pull toward the initial policy is weaker than forward KL's: a strong
+    # coefficient lets both show their effect within 200 steps.
+    cfg = TrainConfig(steps=200, group_size=16, lr=0.05, target_entropy=1.3, alpha_lr=0.5, dph_coef=10.0)
+    peak = {m: train(BANDIT, m, cfg, [1, 2]).curves["max_outcome_prob"][:, -10:].mean() for m in
+            ("grpo", "maxent", "fkl", "js")}
+    assert peak["grpo"] > 0.9
+    for method in ("maxent", "fkl", "js"):
+        assert peak[method] < 0.6, (method, peak[method])
+
+
+def test_multiplicity_ips_balances_outcomes_where_grpo_follows_path_counts():
+    env = make_multiplicity_grid()
+    cfg = TrainConfig(steps=400, group_size=32, lr=0.05)
+    freqs = {m: train(env, m, cfg, [5]).curves["outcome_freqs"][0, -10:].mean(0) for m in ("grpo", "ips")}
+    assert freqs["grpo"][0] > 0.9 and freqs["grpo"][1] < 0.05
+    assert 0.35 < freqs["ips"][1] / freqs["ips"].sum() < 0.65
