@@ -119,19 +119,25 @@ def test_loss_matches_hand_computation(tiny_qwen3: Path, tmp_path: Path) -> None
     assert logged(history, "flowrl/residual") == pytest.approx([residual.abs().mean().item()], rel=1e-5)
 
     # Off-policy: pi_old from TRL's `old_per_token_logps` gives w = clip(pi / pi_old); shifts of the sequence
-    # log-ratio by +0.1, -0.1, +1, -1 give unclipped, unclipped, 1 + clip and 1 - clip.
+    # log-ratio by +0.1, -1, +1 give unclipped, 1 - clip and 1 + clip. The last completion is masked out entirely
+    # (as by mask_truncated_completions) and takes no part.
     batch, hand = dict(batches[0]), terms[0]
-    log_ratio = torch.tensor([0.1, -0.1, 1.0, -1.0])
+    log_ratio = torch.tensor([0.1, -1.0, 1.0, 0.0])
     old = torch.zeros_like(batch["completion_ids"], dtype=torch.float32)
     old[:, 0] = hand["policy"] - log_ratio  # the whole sequence log-prob on the first token: only sums matter
     batch["old_per_token_logps"] = old
-    weight = torch.exp(log_ratio).clamp(1 - clip, 1 + clip)
+    batch["completion_mask"] = batch["completion_mask"].clone()
+    batch["completion_mask"][3] = 0
+    weight = torch.exp(log_ratio[:3]).clamp(1 - clip, 1 + clip)
     trainer.model.train()
-    trainer.compute_loss(trainer.model, batch)
+    loss = trainer.compute_loss(trainer.model, batch)
     metrics = trainer._metrics["train"]
-    expected = (weight * hand["residual"].square()).mean()
-    assert metrics["flowrl/loss"][-1] == pytest.approx(expected.item(), rel=1e-4)
+    flowrl_loss = (weight * hand["residual"][:3].square()).mean()
+    assert metrics["flowrl/loss"][-1] == pytest.approx(flowrl_loss.item(), rel=1e-4)
     assert metrics["flowrl/importance_weight"][-1] == pytest.approx(weight.mean().item(), rel=1e-4)
+    kl, entropy = metrics["kl"][-1], metrics["entropy"][-1]  # TRL's terms of this micro-batch
+    expected_loss = (flowrl_loss + kl_coef * kl - entropy_coef * entropy) / 2  # still 2 accumulation steps
+    assert loss.item() == pytest.approx(expected_loss.item(), rel=1e-4)
 
 
 def _checkpointed_trainer(model: Path, out: Path):

@@ -2,7 +2,8 @@
 
 The trajectory-balance loss of `divrl.core.flowrl.trajectory_balance_loss` replaces GRPO's clipped surrogate:
 per sequence y of prompt x, w * (log Z_phi(x) + (1/|y|) log pi(y|x) - beta_r r_hat - (1/|y|) log pi_ref(y|x))^2,
-averaged over the micro-batch's sequences and divided by the gradient-accumulation steps, as TRL's "grpo" loss.
+averaged over the micro-batch's completions and divided by the gradient-accumulation steps, as TRL's "grpo" loss
+(completions that TRL masks out entirely, e.g. by `mask_truncated_completions`, are left out).
 
 Where each piece comes from (trl 1.16), so nothing needs a second policy forward:
 - r_hat: TRL's advantages (group-normalised rewards, after any IPS / QD / novelty shaping and length bins).
@@ -188,8 +189,8 @@ class FlowRLMixin:
     def create_optimizer(self, *args: Any, **kwargs: Any):  # noqa: D102 (Trainer hook)
         optimizer = super().create_optimizer(*args, **kwargs)
         head = self.log_z_head
-        if head is not None and not any(p is q for g in optimizer.param_groups for p in g["params"]
-                                        for q in head.parameters()):
+        in_optimizer = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        if head is not None and id(next(head.parameters())) not in in_optimizer:
             lr = self.args.learning_rate if self.args.flowrl_log_z_lr is None else self.args.flowrl_log_z_lr
             decay = set(self.get_decay_parameter_names(head))
             named = list(head.named_parameters())
@@ -241,12 +242,14 @@ class FlowRLMixin:
             None if old is None else (old * mask).sum(1),
             self.args.flowrl_importance_clip,
         )
-        per_sequence = terms.weight * terms.residual**2
+        # Completions TRL masks out entirely (mask_truncated_completions) take no part, as in TRL's loss.
+        valid = (lengths > 0).to(per_token_logps.dtype)
+        per_sequence = terms.weight * terms.residual**2 * valid
         if "importance_sampling_ratio" in inputs:  # vLLM sampler vs. pi_old, sequence-level (B, 1)
             per_sequence = per_sequence * inputs["importance_sampling_ratio"].squeeze(-1)
-        self._log_flowrl(mode, log_z, terms, per_sequence)
+        self._log_flowrl(mode, log_z, terms, per_sequence, valid)
         accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
-        return loss + per_sequence.mean() / accumulation
+        return loss + per_sequence.sum() / valid.sum().clamp(min=1.0) / accumulation
 
     def _log_z(self, hidden: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
         """log Z(x) (B,): the head on the last hidden states averaged over the (left-padded) prompt tokens."""
@@ -257,16 +260,15 @@ class FlowRLMixin:
             return self.log_z_head(pooled)
 
     def _log_flowrl(self, mode: str, log_z: torch.Tensor, terms: TrajectoryBalanceTerms,
-                    per_sequence: torch.Tensor) -> None:
-        """Log means over the global batch: log Z, |residual|, importance weight and the loss (before scaling)."""
-        stats = torch.stack([
-            log_z.sum(), terms.residual.abs().sum(), terms.weight.sum(), per_sequence.sum(),
-            log_z.new_tensor(float(len(log_z))),
-        ]).detach()
+                    per_sequence: torch.Tensor, valid: torch.Tensor) -> None:
+        """Log means over the global batch's valid completions: log Z, |residual|, importance weight and the
+        per-sequence loss (before gradient-accumulation scaling)."""
+        stats = torch.stack([(log_z * valid).sum(), (terms.residual.abs() * valid).sum(),
+                             (terms.weight * valid).sum(), per_sequence.sum(), valid.sum()]).detach()
         totals = self.accelerator.reduce(stats, reduction="sum")
         metrics = self._metrics[mode]
         for name, total in zip(("log_z", "residual", "importance_weight", "loss"), totals[:4], strict=True):
-            metrics[f"flowrl/{name}"].append((total / totals[4]).item())
+            metrics[f"flowrl/{name}"].append((total / totals[4].clamp(min=1.0)).item())
 
     # ----------------------------------------------------------------------------- checkpoints
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
