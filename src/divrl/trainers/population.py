@@ -356,33 +356,29 @@ class PopulationMixin:
     # ------------------------------------------------------------------------------- selection
     @torch.no_grad()
     def score_members(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Diversity d_k and max task reward of each member's completions on the held prompts (all processes)."""
-        from accelerate.utils import gather_object
-        from trl import GRPOTrainer
+        """Diversity d_k and max task reward of each member's completions on the held prompts (all processes).
 
-        from divrl.trainers.hooks import completion_text
-
-        group = self.num_generations
+        Each process samples its share of the held prompts, at most one training generation batch at a time
+        (so scoring needs no more memory than a training step); results are gathered, so every process
+        computes the same scores.
+        """
         local_rows = self._held_rows[self.accelerator.process_index :: self.accelerator.num_processes]
-        inputs = [row for row in local_rows for _ in range(group)]
-        prompts = [row["prompt"] for row in inputs]
+        per_call = max(1, self.args.per_device_train_batch_size * self.args.steps_per_generation
+                       // self.num_generations)
+        chunks = [local_rows[start : start + per_call] for start in range(0, len(local_rows), per_call)]
         diversity, max_reward = [], []
         saved_metrics = {mode: {k: list(v) for k, v in m.items()} for mode, m in self._metrics.items()}
         saved_tokens = self.state.num_input_tokens_seen
         try:
             for index in range(self.population.size):
                 self._activate_member(index)
-                _, completion_ids, _, completions, *_ = self._generate(prompts)
-                # TRL's own reward columns: no IPS/QD/novelty shaping, no archive or memory updates.
-                rewards = GRPOTrainer._calculate_rewards(self, inputs, prompts, completions, completion_ids)
-                total = (rewards * self.reward_weights.to(rewards.device)).nansum(dim=1)
-                total = total.masked_fill(torch.isnan(rewards).all(dim=1), -math.inf)
-                texts = gather_object([completion_text(c) for c in completions])
-                embeddings = hashed_ngram_embedding(texts)
-                distances = [mean_pairwise_cosine_distance(embeddings[s : s + group])
-                             for s in range(0, len(texts), group)]
+                distances, best = [], -math.inf
+                for rows in chunks:
+                    chunk_distances, chunk_best = self._sample_and_score(rows)
+                    distances += chunk_distances
+                    best = max(best, chunk_best)
                 diversity.append(sum(distances) / len(distances))
-                max_reward.append(float(total.max()))
+                max_reward.append(best)
         finally:
             for mode, metrics in saved_metrics.items():
                 self._metrics[mode].clear()
@@ -390,10 +386,33 @@ class PopulationMixin:
             self.state.num_input_tokens_seen = saved_tokens
         return torch.tensor(diversity), torch.tensor(max_reward)
 
+    def _sample_and_score(self, rows: list[dict[str, Any]]) -> tuple[list[float], float]:
+        """Sample a group per row with the active member; per-prompt mean pairwise distances (gathered from
+        every process) and the max task reward."""
+        from accelerate.utils import gather_object
+        from trl import GRPOTrainer
+
+        from divrl.trainers.hooks import completion_text
+
+        group = self.num_generations
+        inputs = [row for row in rows for _ in range(group)]
+        prompts = [row["prompt"] for row in inputs]
+        _, completion_ids, _, completions, *_ = self._generate(prompts)
+        # TRL's own reward columns: no IPS/QD/novelty shaping, no archive or memory updates.
+        rewards = GRPOTrainer._calculate_rewards(self, inputs, prompts, completions, completion_ids)
+        total = (rewards * self.reward_weights.to(rewards.device)).nansum(dim=1)
+        total = total.masked_fill(torch.isnan(rewards).all(dim=1), -math.inf)
+        embeddings = hashed_ngram_embedding(gather_object([completion_text(c) for c in completions]))
+        distances = [mean_pairwise_cosine_distance(embeddings[s : s + group]) for s in range(0, len(embeddings), group)]
+        return distances, float(total.max())
+
     def run_selection(self) -> None:
-        """Score, soup the top M exactly, project to rank r, restart all members from it plus noise."""
+        """Score every member on the held prompts, then restart the population from the soup of the best."""
+        self.restart_from_soup(*self.score_members())
+
+    def restart_from_soup(self, diversity: torch.Tensor, max_reward: torch.Tensor) -> None:
+        """Soup the top M by S_k exactly, project to rank r, restart all members from it plus noise."""
         population = self.population
-        diversity, max_reward = self.score_members()
         scores = torch.nan_to_num(selection_scores(diversity, max_reward), nan=-math.inf)
         selected = select_top(scores, self.args.population_top_m)
         error = soup_adapters(self.model, [self.member_names[k] for k in selected], self.member_names,
