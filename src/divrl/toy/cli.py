@@ -19,12 +19,12 @@ ENVS = ("bandit", "multiplicity", "hypergrid", "ideas")
 # Per-environment defaults of the shared training options (seed 001's prototypes for the tabular
 # environments, seed 000's section 5 for ideas). Command-line values override them.
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    "bandit": {"steps": 1000, "group_size": 16, "lr": 0.02, "updates_per_batch": 1, "kl_coef": 0.0,
+    "bandit": {"steps": 1000, "group_size": 64, "lr": 0.02, "updates_per_batch": 1, "kl_coef": 0.0,
                "entropy_coef": 0.0, "target_entropy": 1.0},
     "multiplicity": {"steps": 3000, "group_size": 32, "lr": 0.05, "updates_per_batch": 1, "kl_coef": 0.0,
-                     "entropy_coef": 0.01, "target_entropy": 0.5},
+                     "entropy_coef": 0.001, "target_entropy": 0.5},
     "hypergrid": {"steps": 2000, "group_size": 32, "lr": 0.05, "updates_per_batch": 1, "kl_coef": 0.0,
-                  "entropy_coef": 0.01, "target_entropy": 0.5},
+                  "entropy_coef": 0.001, "target_entropy": 0.5},
     "ideas": {"steps": 120, "group_size": 16, "lr": 3e-4, "updates_per_batch": 4, "kl_coef": 0.01,
               "entropy_coef": 0.0, "target_entropy": 1.0},
 }
