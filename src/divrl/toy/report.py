@@ -8,6 +8,18 @@ import numpy as np
 
 from divrl.toy.runner import FINAL_WINDOW, MethodRun
 
+METRIC_HELP = {
+    "l1_to_target": "L1 distance of the policy's exact outcome distribution to the target p*(o) ∝ r(o) (0 = match)",
+    "kl_to_target": "KL(p* || policy): large when the policy misses outcomes the target covers",
+    "max_outcome_prob": "probability of the policy's likeliest outcome (1 = collapsed onto one outcome)",
+    "distinct_outcomes": "distinct outcomes among the step's samples (all population members for pop)",
+    "outcome_freqs": "policy probability of each reported outcome group, compare with the target below",
+    "mean_reward": "mean execution reward of the step's ideas",
+    "max_reward": "best reward of the step (the discovery metric)",
+    "diversity": "mean pairwise cosine distance of the step's ideas",
+    "complexity": "mean ||x|| of the step's ideas (stands in for thinking length)",
+}
+
 
 def _mean_std(per_seed: np.ndarray) -> dict[str, Any]:
     """Mean and sample std (ddof = 1; 0 for a single seed) over the seed axis; lists for vector metrics."""
@@ -55,4 +67,5 @@ def format_table(doc: dict[str, Any]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += [f"  {name}: {METRIC_HELP[name]}" for name in metrics]
     return "\n".join(lines)
