@@ -343,11 +343,12 @@ def _train(
     late: list[torch.Tensor] = []
     for step in range(cfg.steps):
         rollout, rewards, dist = trainer.step(step)
-        for s, (outcomes, seed_rewards) in enumerate(zip(trainer.per_seed(rollout.outcomes),
-                                                         trainer.per_seed(rewards))):
+        blocks = zip(trainer.per_seed(rollout.outcomes), trainer.per_seed(rewards),
+                     trainer.per_seed(dist) if dist is not None else [None] * len(seeds))
+        for s, (outcomes, seed_rewards, member_dists) in enumerate(blocks):
             if tabular:
-                assert dist is not None and final_dist is not None
-                seed_dist = dist[s * trainer.members : (s + 1) * trainer.members].mean(0).double()
+                assert member_dists is not None and final_dist is not None
+                seed_dist = member_dists.mean(0).double()  # the population's mixture for pop
                 values = _tabular_metrics(env, seed_dist, outcomes)
                 if step >= cfg.steps - window:
                     final_dist[s] += seed_dist / window
