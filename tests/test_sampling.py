@@ -12,7 +12,6 @@ from divrl.sampling import (
     _generation_groups,
     load_for_sampling,
     make_sampler,
-    one_per_prompt,
     truncate_at_stop,
 )
 
@@ -68,7 +67,6 @@ def test_tiny_model_samples_n_per_prompt_for_text_and_chat(tiny_qwen3: Path) -> 
         sampler("one prompt", 2)
     with pytest.raises(ValueError, match="n \\(completions per prompt\\)"):
         sampler(["p"], 0)
-    assert len(one_per_prompt(sampler)(["a", "b"])) == 2
 
     greedy = TransformersSampler(sampler.model, sampler.tokenizer, SamplingConfig(max_new_tokens=5, temperature=0))
     first, second = greedy(["same prompt", "same prompt"], 2)

@@ -10,7 +10,7 @@ any such callable, so tests inject chosen completions and real runs use `Transfo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -218,8 +218,3 @@ def make_sampler(
         return VLLMSampler(name_or_path, config)
     model, tokenizer = load_for_sampling(name_or_path, quantize=quantize, dtype=dtype)
     return TransformersSampler(model, tokenizer, config)
-
-
-def one_per_prompt(sampler: Sampler) -> Callable[[list[Prompt]], list[str]]:
-    """Adapt a sampler to evaluators that want exactly one completion per prompt."""
-    return lambda prompts: [completions[0] for completions in sampler(prompts, 1)]
