@@ -69,6 +69,8 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "pop_interval": ("--pop-interval", int, "pop: steps between soups T (default 10)"),
     "pop_top": ("--pop-top", int, "pop: members averaged M (default 3)"),
     "pop_sigma": ("--pop-sigma", float, "pop: perturbation std (default 0.01)"),
+    "flowrl_beta": ("--flowrl-beta", float, "flowrl: reward scale beta_r (default 15, FlowRL's value for LLM "
+                    "rewards; on the toys it collapses: see benchmarks/results/toy_flowrl.md)"),
 }
 
 

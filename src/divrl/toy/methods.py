@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js")
+COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl")
 DIVERGENCE_OF = {"fkl": "forward_kl", "js": "js"}  # component -> divrl.core divergence replacing reverse KL
 
 
@@ -17,6 +17,7 @@ class Method:
     qd: bool = False
     maxent: bool = False
     pop: bool = False
+    flowrl: bool = False  # FlowRL's trajectory-balance loss replaces GRPO's clipped surrogate
     divergence: str = "reverse_kl"  # regulariser toward the frozen initial policy
 
     @classmethod
@@ -33,4 +34,5 @@ class Method:
         if len(divergences) > 1:
             raise ValueError(f"method {name!r} combines {' and '.join(divergences)}: choose one divergence")
         return cls(name=name.strip(), ips="ips" in parts, qd="qd" in parts, maxent="maxent" in parts,
-                   pop="pop" in parts, divergence=DIVERGENCE_OF[divergences[0]] if divergences else "reverse_kl")
+                   pop="pop" in parts, flowrl="flowrl" in parts,
+                   divergence=DIVERGENCE_OF[divergences[0]] if divergences else "reverse_kl")

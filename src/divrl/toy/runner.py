@@ -3,7 +3,8 @@
 A method is GRPO plus optional components: `ips` (reward / outcome probability), `qd` (MAP-Elites
 archive bonuses), `maxent` (adaptive entropy bonus, kNN novelty, length-conditional advantages),
 `pop` (population with periodic selection, soup and perturbation), `fkl` / `js` (mass-covering
-divergence to the frozen initial policy, on samples drawn from it, replacing the reverse KL). All
+divergence to the frozen initial policy, on samples drawn from it, replacing the reverse KL), `flowrl`
+(FlowRL's trajectory-balance loss with a learned log Z replacing the clipped surrogate). All
 algorithmic pieces come from `divrl.core`; this module only wires them to the toy policies.
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 from divrl.core import (
+    FLOWRL_BETA,
     AdaptiveEntropyCoefficient,
     GridArchive,
     NoveltyMemory,
@@ -38,6 +40,7 @@ from divrl.core import (
     perturb_,
     select_top,
     selection_scores,
+    trajectory_balance_loss,
 )
 from divrl.toy.envs import IdeaEnv, TabularEnv
 from divrl.toy.methods import Method
@@ -59,7 +62,7 @@ class TrainConfig:
     lr: float
     optimizer: str = "adam"  # adam | sgd (plain gradient steps: the gradient flow of seed 001's theorems)
     updates_per_batch: int = 1  # clipped gradient steps on each sampled batch (PPO/GRPO "mu")
-    clip: float = 0.2
+    clip: float = 0.2  # PPO ratio clip; flowrl: clip of its sequence-level importance weight (FlowRL's 0.2)
     adv_scale: str = "group"  # group_advantages scaling: group std, batch std or none
     kl_coef: float = 0.0  # reverse-KL (k3) weight toward the initial policy
     dph_coef: float = 0.1  # forward-KL / JS weight for fkl / js (DPH-RL)
@@ -79,6 +82,9 @@ class TrainConfig:
     pop_interval: int = 10
     pop_top: int = 3
     pop_sigma: float = 0.01
+    # flowrl: reward scale beta_r of the trajectory-balance residual. FlowRL's published 15 is tuned for LLM
+    # rewards; on the toys it leaves no interior fixed point (see divrl.toy.fixed_points, benchmarks/toy_flowrl.py).
+    flowrl_beta: float = FLOWRL_BETA
 
     def __post_init__(self) -> None:
         checks = {
@@ -87,6 +93,7 @@ class TrainConfig:
             "kl_coef": self.kl_coef >= 0, "dph_coef": self.dph_coef >= 0, "entropy_coef": self.entropy_coef >= 0,
             "reference_samples": self.reference_samples >= 1, "population": self.population >= 1,
             "pop_interval": self.pop_interval >= 1, "pop_top": 1 <= self.pop_top <= self.population,
+            "flowrl_beta": self.flowrl_beta > 0,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -131,8 +138,13 @@ class Trainer:
             self.batch = cfg.group_size
         self.params: Params = self.policy.params
         self.reference: Params = {k: v.detach().clone() for k, v in self.params.items()}
+        # flowrl: FlowRL's log Z(x) head reduced to one learnable scalar per member and prompt (the tabular
+        # envs have one prompt), trained with the policy by the same optimiser; a population soups it too.
+        prompts = env.num_prompts if isinstance(env, IdeaEnv) else 1
+        self.log_z = torch.nn.Parameter(torch.zeros(num, prompts))
+        self.trainable: Params = {**self.params, "log_z": self.log_z} if method.flowrl else self.params
         optimizer = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
-        self.optimizer = optimizer(list(self.params.values()), lr=cfg.lr)
+        self.optimizer = optimizer(list(self.trainable.values()), lr=cfg.lr)
         self.archives = [GridArchive(env.archive_dims, env.archive_ranges) for _ in range(num)]
         self.novelty = [NoveltyMemory(cfg.novelty_capacity, cfg.novelty_k, cfg.novelty_gamma) for _ in range(num)]
         self.alphas = [AdaptiveEntropyCoefficient(cfg.target_entropy, cfg.alpha_lr) for _ in range(num)]
@@ -214,13 +226,33 @@ class Trainer:
         normaliser keeps the trajectory-level gradient unbiased when episode lengths differ."""
         return ((token_values * mask).sum(-1) / mask.shape[-1]).mean(-1)
 
+    def _prompt_ids(self, rollout: Rollout) -> torch.Tensor:
+        """Prompt id of each sample (N,): the tabular envs have the single prompt 0."""
+        if isinstance(self.env, IdeaEnv):
+            return rollout.states
+        return torch.zeros(rollout.outcomes.shape[1], dtype=torch.long)
+
+    def trajectory_balance(self, rollout: Rollout, logp: torch.Tensor, old_logp: torch.Tensor,
+                           ref_logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+        """FlowRL's loss per member (P,): `core.trajectory_balance_loss` averaged over the member's samples.
+
+        r_hat = the advantages (group-normalised, after any IPS / QD / novelty shaping, as in the LLM trainer);
+        the importance weight pi / pi_old, clipped by `clip`, is 1 on a batch's first inner step.
+        """
+        log_z = self.log_z[:, self._prompt_ids(rollout)]  # (P, N)
+        loss = trajectory_balance_loss(log_z.flatten(), logp.sum(-1).flatten(), ref_logp.sum(-1).flatten(),
+                                       rollout.lengths.flatten(), advantages.flatten(), self.cfg.flowrl_beta,
+                                       old_logp.sum(-1).flatten(), self.cfg.clip)
+        return loss.view_as(advantages).mean(-1)
+
     def update(self, rollout: Rollout, advantages: torch.Tensor) -> torch.Tensor:
-        """Clipped policy-gradient steps with the divergence and entropy terms; returns the batch's mean
-        token entropy per member (P,) before the update."""
+        """Clipped policy-gradient (or flowrl: trajectory-balance) steps with the divergence and entropy terms;
+        returns the batch's mean token entropy per member (P,) before the update."""
         cfg, method, policy = self.cfg, self.method, self.policy
         mask = rollout.mask
+        reverse_kl = cfg.kl_coef > 0 and method.divergence == "reverse_kl"
         ref_logp = None
-        if cfg.kl_coef > 0 and method.divergence == "reverse_kl":
+        if reverse_kl or method.flowrl:
             with torch.no_grad():
                 ref_logp = policy.evaluate(self.reference, rollout)[0]
         entropy_coef = cfg.entropy_coef + torch.tensor([a.alpha for a in self.alphas]) * method.maxent
@@ -230,10 +262,15 @@ class Trainer:
             member_entropy = (token_entropy * mask).sum((1, 2)) / mask.sum((1, 2))
             if step == 0:  # on-policy: the first pass gives the sampling policy's log-probs
                 old_logp, entropy = logp.detach(), member_entropy.detach()
-            ratio = torch.exp(logp - old_logp)
-            surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)
-            loss = -self._per_member_mean(surrogate, mask)
-            if ref_logp is not None:
+            if method.flowrl:
+                assert ref_logp is not None
+                loss = self.trajectory_balance(rollout, logp, old_logp, ref_logp, advantages)
+            else:
+                ratio = torch.exp(logp - old_logp)
+                surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)
+                loss = -self._per_member_mean(surrogate, mask)
+            if reverse_kl:
+                assert ref_logp is not None
                 kl = per_token_divergence(logp, ref_logp, "reverse_kl", samples_from="policy")
                 loss = loss + cfg.kl_coef * self._per_member_mean(kl, mask)
             elif self.ref_rollout is not None:
@@ -248,7 +285,8 @@ class Trainer:
 
     @torch.no_grad()
     def population_step(self, rollout: Rollout, rewards: torch.Tensor) -> None:
-        """Per seed: score members S_k = d_k (1 + max R_k), soup the top M, restart all K from it + noise."""
+        """Per seed: score members S_k = d_k (1 + max R_k), soup the top M, restart all K from it + noise
+        (flowrl's log Z included: it belongs to its member's policy)."""
         cfg, k = self.cfg, self.members
         keys = rollout.outcomes
         for s, generator in enumerate(self.generators):
@@ -260,10 +298,10 @@ class Trainer:
                 diversity = [outcome_entropy(empirical_distribution(keys[m].tolist(), support)) for m in block]
             scores = selection_scores(torch.tensor(diversity), rewards[s * k : (s + 1) * k].max(dim=1).values)
             top = select_top(scores, cfg.pop_top)
-            soup = average_state_dicts([{n: p[s * k + m] for n, p in self.params.items()} for m in top])
-            for name, param in self.params.items():
+            soup = average_state_dicts([{n: p[s * k + m] for n, p in self.trainable.items()} for m in top])
+            for name, param in self.trainable.items():
                 param[s * k : (s + 1) * k] = soup[name]
-            perturb_([param[s * k : (s + 1) * k] for param in self.params.values()], cfg.pop_sigma, generator)
+            perturb_([param[s * k : (s + 1) * k] for param in self.trainable.values()], cfg.pop_sigma, generator)
 
     def step(self, step: int) -> tuple[Rollout, torch.Tensor, torch.Tensor | None]:
         """One sample-score-update iteration; returns the batch, its rewards and the pre-update distribution."""
