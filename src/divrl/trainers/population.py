@@ -25,6 +25,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
@@ -266,9 +267,10 @@ class PopulationMixin:
         self.member_names = member_names(args.population_size)
         first = self.model.peft_config[FIRST_MEMBER]
         for name in self.member_names[1:]:
-            self.model.add_adapter(name, first)
+            self.model.add_adapter(name, copy.deepcopy(first))  # PEFT keeps the object: one per adapter
         for name in self.member_names[1:]:
             copy_adapter(self.model, FIRST_MEMBER, name)
+        self._member_parameters = [p for name in self.member_names for p in adapter_parameters(self.model, name)]
         self.population = PopulationState(size=args.population_size)
         self._member_diversity: list[Any] | None = None
         self._perturb_members()
@@ -306,13 +308,18 @@ class PopulationMixin:
         return self._member_diversity
 
     def member_parameters(self) -> list[torch.nn.Parameter]:
-        """Every member's LoRA factors (all of them are in the optimizer)."""
-        return [p for name in self.member_names for p in adapter_parameters(self.model, name)]
+        """Every member's LoRA factors (all of them are in the optimizer); soups write into them in place."""
+        return self._member_parameters
+
+    def _enable_member_gradients(self) -> None:
+        """Make every member trainable again (PEFT's set_adapter freezes the inactive adapters)."""
+        for param in self._member_parameters:
+            param.requires_grad_(True)
 
     def _activate_member(self, index: int) -> None:
         """Route forward passes through member `index`, keep all members trainable, swap in its method state."""
         self.model.set_adapter(self.member_names[index])
-        self.model.set_requires_grad(self.member_names, requires_grad=True)
+        self._enable_member_gradients()
         self.population.active = index
         if hasattr(self, "diversity_state"):
             self.diversity_state = self.member_diversity_states()[index]
@@ -331,7 +338,7 @@ class PopulationMixin:
     # ------------------------------------------------------------------------------ TRL hooks
     def create_optimizer(self, *args: Any, **kwargs: Any):  # noqa: D102 (Trainer hook)
         if self.population is not None:
-            self.model.set_requires_grad(self.member_names, requires_grad=True)
+            self._enable_member_gradients()
         return super().create_optimizer(*args, **kwargs)
 
     def _generate_and_score_completions(self, inputs):  # noqa: D102 (TRL hook)
