@@ -105,8 +105,10 @@ class DiversityState:
             self.archive(key).load_state_dict(archive_state)
         for name, part in (("novelty", self.novelty), ("entropy", self.entropy)):
             if (part is None) != (state[name] is None):
-                raise ValueError(f"checkpoint has {name} state {'but' if part is None else 'and'} this config "
-                                 f"{'does not enable' if part is None else 'enables'} it: configs differ")
+                raise ValueError(
+                    f"the checkpoint {'lacks' if state[name] is None else 'has'} {name} state but this config "
+                    f"{'enables' if part is not None else 'does not enable'} {name}: resume with the run's config"
+                )
             if part is not None:
                 part.load_state_dict(state[name])
 
