@@ -296,3 +296,16 @@ def test_rehearsal_set_at_another_temperature_is_refused(tiny_qwen3: Path, tmp_p
                             tmp_path / "r", num_samples=1, max_new_tokens=3, temperature=0.7)
     with pytest.raises(ValueError, match="temperature 0.7 but training uses temperature 1.0"):
         RehearsalSet(path, temperature=1.0)
+
+
+def test_collapse_signals_are_logged_for_plain_grpo(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl.core import hashed_ngram_embedding, mean_pairwise_cosine_distance
+
+    completions = ["aa", "aa", "bb", "cc", "dd", "dd", "dd", "dd"]
+    reward = _reward_table({"aa": 1.0, "bb": 2.0, "cc": 3.0, "dd": 1.0})
+    trainer, _ = _train_scripted(tiny_qwen3, tmp_path, [completions], reward)
+    history = trainer.state.log_history
+    expected = (mean_pairwise_cosine_distance(hashed_ngram_embedding(completions[:4])) + 0.0) / 2  # group 2: one text
+    assert logged(history, "diversity/pairwise") == pytest.approx([expected])
+    assert expected > 0.3
+    assert logged(history, "reward/max") == [3.0]

@@ -39,6 +39,7 @@ from divrl.core import (
     hashed_ngram_embedding,
     ips_scale,
     length_conditional_advantages,
+    mean_pairwise_cosine_distance,
     per_token_divergence,
 )
 from divrl.core.archive import AddStatus
@@ -239,11 +240,26 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
         if self.args.length_bins_enabled:
             local = torch.tensor([len(ids) for ids in completion_ids_list], device=rewards_per_func.device)
             self._global_lengths = gather(local)
+        if self.model.training:
+            self._log_collapse_signals(completions, rewards_per_func)
         if self.model.training and (self.hooks.outcome_key is not None or self._has_bonus_column):
             rewards_per_func = self._shape_rewards(rewards_per_func, inputs, prompts, completions,
                                                    completion_ids_list)
         self._global_rewards_per_func = rewards_per_func
         return rewards_per_func
+
+    def _log_collapse_signals(self, completions: list, rewards_per_func: torch.Tensor) -> None:
+        """Log every step, for every method (the GRPO baseline too): `diversity/pairwise`, the mean in-group
+        pairwise cosine distance of the completions' n-gram embeddings, and `reward/max`, the batch's best
+        unshaped task reward: the collapse signatures of seeds 000 / 002 (what `divrl fit-law` reads)."""
+        texts = gather_object([completion_text(c) for c in completions])
+        groups = [texts[i : i + self.num_generations] for i in range(0, len(texts), self.num_generations)]
+        diversity = [mean_pairwise_cosine_distance(hashed_ngram_embedding(group)) for group in groups]
+        task_reward = self._weighted_task_reward(rewards_per_func)
+        metrics = self._metrics["train"]
+        metrics["diversity/pairwise"].append(sum(diversity) / len(diversity))
+        if not torch.isnan(task_reward).all():
+            metrics["reward/max"].append(task_reward[~torch.isnan(task_reward)].max().item())
 
     def _weighted_task_reward(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
         """Weighted sum of the task's reward columns as TRL sums them; NaN where every column is NaN."""
