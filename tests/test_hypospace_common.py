@@ -19,7 +19,7 @@ from divrl.tasks.hypospace import (
     read_jsonl,
     write_jsonl,
 )
-from divrl.tasks.hypospace.common import completion_text, recovery_curve, uniqueness, validity
+from divrl.tasks.hypospace.common import recovery_curve, uniqueness, validity
 
 TASKS: list[HypoSpaceTask] = [CausalTask(nodes=3), VoxelTask(grid=2, max_height=2, max_blocks=2), BooleanTask()]
 
@@ -77,14 +77,6 @@ def test_split_arguments_are_checked(kwargs: dict, message: str) -> None:
     args = {"split": "test", **kwargs}
     with pytest.raises(ValueError, match=message):
         TASKS[0].split(**args)
-
-
-def test_completion_text_reads_strings_and_chat_lists() -> None:
-    assert completion_text("Graph: A->B") == "Graph: A->B"
-    assert completion_text([{"role": "assistant", "content": "Graph: A->B"}]) == "Graph: A->B"
-    assert completion_text([{"role": "assistant", "content": [{"type": "text", "text": "hi"}]}]) == "hi"
-    assert completion_text([{"role": "user", "content": "no"}]) == ""
-    assert completion_text(None) == "" and completion_text(42) == "" and completion_text([1, "x"]) == ""
 
 
 def test_metrics_by_hand() -> None:

@@ -10,7 +10,6 @@ from rdkit import Chem
 from divrl.tasks.molecules.chem import (
     MAX_SMILES_CHARS,
     canonicalize,
-    completion_text,
     extract_smiles,
     parse_smiles,
 )
@@ -48,8 +47,6 @@ def test_extract_smiles_reads_chat_completions() -> None:
     parts = [{"role": "assistant", "content": [{"type": "text", "text": "Cn1c(=O)c2c(ncn2C)n(C)c1=O"}]}]
     assert extract_smiles(chat) == ASPIRIN
     assert extract_smiles(parts) == CAFFEINE
-    assert completion_text([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]) == "y"
-    assert completion_text(None) == "" and completion_text(42) == ""
 
 
 def test_canonicalize_agrees_with_rdkit_and_rejects_junk() -> None:

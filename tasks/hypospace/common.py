@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from divrl.sampling import Prompt
+from divrl.task import completion_text
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -123,26 +124,6 @@ def split_instances(
 
 # ----------------------------------------------------------------------------------------------------
 # Reading model output
-
-
-def completion_text(completion: Any) -> str:
-    """Plain text of a completion: a string as is, a chat list as its assistant contents; "" otherwise."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Mapping):
-        completion = [completion]
-    if not isinstance(completion, Sequence):
-        return ""
-    parts = []
-    for message in completion:
-        if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, Sequence):  # multimodal content parts: keep the text ones
-            parts.extend(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return "\n".join(parts)
 
 
 def answer_region(text: str, label: re.Pattern[str]) -> str:

@@ -15,6 +15,8 @@ from typing import Any
 
 from rdkit import Chem, rdBase
 
+from divrl.task import completion_text
+
 MAX_SMILES_CHARS = 400
 MAX_SCANNED_CHARS = 20_000  # only this prefix of a completion is searched for a SMILES token
 MAX_CANDIDATES = 64  # at most this many tokens are tried per completion
@@ -27,30 +29,6 @@ _SMILES_CHARS = re.compile(r"[A-Za-z0-9@+\-\[\]()=#$%/\\.:*~]+")
 def quiet_rdkit() -> Any:
     """Context manager that silences RDKit's log (parse errors, sanitisation warnings) while it is open."""
     return rdBase.BlockLogs()
-
-
-def completion_text(completion: Any) -> str:
-    """Plain text of a TRL completion: a string, or a chat list of {"role", "content"} messages.
-
-    For chat lists the assistant messages' contents are joined (all messages when none is marked
-    assistant); content given as a list of parts contributes its "text" parts. Anything else gives "".
-    """
-    if isinstance(completion, str):
-        return completion
-    if not isinstance(completion, list | tuple):
-        return ""
-    messages = [m for m in completion if isinstance(m, dict)]
-    assistant = [m for m in messages if m.get("role") == "assistant"] or messages
-    return "\n".join(_content_text(m.get("content")) for m in assistant)
-
-
-def _content_text(content: Any) -> str:
-    """Text of one chat message's content (a string or a list of typed parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list | tuple):
-        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
 
 
 def parse_smiles(smiles: Any) -> Chem.Mol | None:

@@ -43,9 +43,10 @@ from divrl.core import (
     per_token_divergence,
 )
 from divrl.core.archive import AddStatus
+from divrl.task import completion_text
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.flowrl import FlowRLMixin
-from divrl.trainers.hooks import TaskHooks, completion_text, hook_columns, resolve_task_hooks
+from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.population import PopulationMixin
 from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
 

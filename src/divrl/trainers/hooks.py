@@ -19,29 +19,6 @@ logger = logging.getLogger(__name__)
 _EXCLUDED_COLUMNS = ("completion", "completion_ids")
 
 
-def completion_text(completion: Any) -> str:
-    """Plain text of a TRL completion: a string, or a chat list of {"role", "content"} messages.
-
-    For chat lists the assistant messages' contents are joined (all messages when none is marked
-    assistant); content given as a list of parts contributes its "text" parts. Anything else gives "".
-    """
-    if isinstance(completion, str):
-        return completion
-    if not isinstance(completion, list | tuple):
-        return ""
-    messages = [m for m in completion if isinstance(m, dict)]
-    assistant = [m for m in messages if m.get("role") == "assistant"] or messages
-    return "\n".join(_content_text(m.get("content")) for m in assistant)
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list | tuple):
-        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
 def normalized_text_key(completion: str, **_: Any) -> str | None:
     """Default IPS outcome key: the completion with whitespace collapsed and case folded; None if empty."""
     key = " ".join(completion.split()).casefold()
