@@ -45,14 +45,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def require_at_least(args: argparse.Namespace, **minimums: int) -> None:
+    """Raise a ValueError naming the option when `args.<name>` is below its minimum."""
+    for name, low in minimums.items():
+        if getattr(args, name) < low:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `divrl` console script."""
+    """Entry point of the `divrl` console script; bad input (ValueError) exits 2 with its message."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as error:
+        command = " ".join(filter(None, (args.command, getattr(args, "eval_command", None))))
+        print(f"divrl {command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

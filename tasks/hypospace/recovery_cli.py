@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--save-completions", action="store_true", help="keep raw completions in the JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--out", required=True, help="output directory")
-    parser.set_defaults(func=_recovery)
+    parser.set_defaults(func=_run)
 
 
 def _checkpoint_step(path: Path) -> int:
@@ -89,24 +89,15 @@ def _check_model_exists(model: str) -> None:
         resolve_model_name(model)
 
 
-def _recovery(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ValueError as exc:
-        print(f"divrl eval recovery: error: {exc}", file=sys.stderr)
-        return 2
-
-
 def _run(args: argparse.Namespace) -> int:
     import gc
 
     from divrl import sampling
+    from divrl.cli import require_at_least
     from divrl.tasks.hypospace.common import END_MARKER
     from divrl.tasks.hypospace.recovery import evaluate_recovery, plot_recovery
 
-    for name, low in (("samples", 1), ("n_exemplars", 0), ("instances_per_call", 1), ("bootstrap", 1)):
-        if getattr(args, name) < low:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+    require_at_least(args, samples=1, n_exemplars=0, instances_per_call=1, bootstrap=1)
     task = task_from_args(args.task, args)
     instances = task.split(args.split, args.seed, args.test_fraction, args.limit)
     if not instances:

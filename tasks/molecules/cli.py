@@ -59,25 +59,16 @@ def register(subparsers: Any) -> None:
     sampling.add_argument("--quantize", choices=["auto", "4bit", "none"], default="auto")
     sampling.add_argument("--dtype", default="auto")
     sampling.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(func=_molecules)
-
-
-def _molecules(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ValueError as exc:
-        print(f"divrl eval molecules: error: {exc}", file=sys.stderr)
-        return 2
+    parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from divrl import sampling
+    from divrl.cli import require_at_least
     from divrl.tasks.molecules.evaluate import evaluate_molecules
     from divrl.tasks.molecules.task import MoleculeTask
 
-    for name, low in (("samples", 1), ("prompts", 1), ("shots", 0), ("ob_n", 1)):
-        if getattr(args, name) < low:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+    require_at_least(args, samples=1, prompts=1, shots=0, ob_n=1)
     components = {"components": args.components} if args.components else {}
     task = MoleculeTask(**components, hbd_threshold=args.hbd_threshold)  # validates before loading the model
     taus = tuple(args.tau) if args.tau else (0.8, 0.85)
