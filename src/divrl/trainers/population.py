@@ -21,6 +21,10 @@ Design decisions:
   embeddings of a prompt's completions, averaged over the held prompts.
 - Each member keeps its own `DiversityState` (archive, novelty memory, entropy coefficient), swapped in
   with the member; after a soup they are kept (they describe what was explored, not the weights).
+- Rank slots the soup leaves empty (a soup of rank < r, or population_soup_rank < r) restart at zero in
+  both factors, so only the noise (sigma_p > 0) lets them learn again.
+- Under DDP the members not being trained are unused parameters: `ddp_find_unused_parameters` defaults
+  to True (False is refused).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from transformers import TrainerCallback
 from divrl.core.metrics import mean_pairwise_cosine_distance
 from divrl.core.novelty import hashed_ngram_embedding
 from divrl.core.population import lora_soup_delta, perturb_, project_to_rank, select_top, selection_scores
+from divrl.task import completion_text
 
 logger = logging.getLogger(__name__)
 
@@ -398,8 +403,6 @@ class PopulationMixin:
         every process) and the max task reward."""
         from accelerate.utils import gather_object
         from trl import GRPOTrainer
-
-        from divrl.trainers.hooks import completion_text
 
         group = self.num_generations
         inputs = [row for row in rows for _ in range(group)]
