@@ -9,7 +9,12 @@ import torch
 
 from divrl.cli import main
 from divrl.toy.envs import IdeaEnv, make_bandit, make_hypergrid, make_multiplicity_grid
-from divrl.toy.fixed_points import flowrl_fixed_points, outcome_lengths, reference_distribution
+from divrl.toy.fixed_points import (
+    closest_interior_fixed_point,
+    flowrl_fixed_points,
+    outcome_lengths,
+    reference_distribution,
+)
 from divrl.toy.methods import Method
 from divrl.toy.policies import Rollout
 from divrl.toy.runner import TABULAR_METRICS, TrainConfig, Trainer, single_thread, train
@@ -130,6 +135,17 @@ def test_fixed_point_helpers():
     assert limit[~best.numpy()].sum() == pytest.approx(0.0, abs=1e-12) and limit.sum() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="beta must be > 0"):
         flowrl_fixed_points(BANDIT, 0.0)
+
+
+def test_closest_interior_fixed_point_is_a_fixed_point_no_beta_beats():
+    beta, dist = closest_interior_fixed_point(BANDIT)
+    fixed = flowrl_fixed_points(BANDIT, beta)
+    assert 0 < beta < fixed.beta_max and np.allclose(dist, fixed.points[0], atol=1e-3)
+    target = BANDIT.target.numpy()
+    best = np.abs(dist - target).sum()
+    for other in (0.25, 0.5, 0.75):
+        assert best <= np.abs(flowrl_fixed_points(BANDIT, other).points[0] - target).sum()
+    assert best > 0.05  # exp(t r) cannot equal r / sum r
 
 
 def test_runs_are_deterministic_and_population_soups_log_z():

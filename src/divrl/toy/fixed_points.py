@@ -123,3 +123,15 @@ def flowrl_fixed_points(env: TabularEnv, beta: float) -> FlowRLFixedPoints:
         log_z.append(family.log_z(0.5 * (low + high)))
     return FlowRLFixedPoints(beta=beta, beta_max=float(g.max()), points=points, log_z=log_z,
                              concentration_limit=family.distribution(float(T_GRID[-1])))
+
+
+def closest_interior_fixed_point(env: TabularEnv) -> tuple[float, np.ndarray]:
+    """(beta, distribution) of the interior fixed point nearest (L1) to the reward-proportional target over all
+    betas in (0, beta_max]: the best FlowRL can do on `env` with any beta (first roots: t up to argmax g)."""
+    family = _Family(env)
+    g = family.g(T_GRID)
+    candidates = T_GRID[: int(np.argmax(g)) + 1]
+    target = env.target.double().numpy()
+    l1 = np.abs(np.exp(family.log_probs(candidates)) - target[family.support]).sum(1) + target[~family.support].sum()
+    best = int(np.argmin(l1))
+    return float(g[best]), family.distribution(float(candidates[best]))
