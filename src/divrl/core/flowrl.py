@@ -3,9 +3,12 @@
 Per sequence y of prompt x:
     w * ( log Z(x) + (1/|y|) log pi(y|x) - beta_r * r_hat(x, y) - (1/|y|) log pi_ref(y|x) )^2
 with r_hat the group-normalised reward, log Z(x) a learned partition estimate, and w the detached
-sequence-level importance ratio pi(y|x) / pi_old(y|x) clipped to [1 - clip, 1 + clip]. At the optimum
-pi(y|x) is proportional to pi_ref(y|x) exp(beta_r r_hat |y|): reward-distribution matching rather than
-reward maximisation.
+sequence-level importance ratio pi(y|x) / pi_old(y|x) clipped to [1 - clip, 1 + clip]. A zero residual
+means log pi(y|x) = log pi_ref(y|x) + |y| (beta_r r_hat - log Z(x)); when every sequence has the same
+length this is pi proportional to pi_ref exp(beta_r r_hat |y|): reward-distribution matching rather than
+reward maximisation (with mixed lengths, log Z is scaled by |y| too, which favours long sequences).
+Because r_hat is normalised by the current reward spread, a spread-out optimum exists only for small
+beta_r (see benchmarks/results/toy_flowrl.md).
 """
 
 from __future__ import annotations
