@@ -143,3 +143,20 @@ def test_unsupported_settings_use_trls_path(tiny_qwen3: Path, tmp_path: Path) ->
     assert trainer._fast_logps_model(trainer.model) is not None
     trainer.args.bf16 = True
     assert trainer._fast_logps_model(trainer.model) is None
+
+
+def test_decode_head_gives_the_same_logits_and_greedy_tokens(tiny_gemma3: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_gemma3, dtype=torch.float32)
+    head = model.get_output_embeddings()
+    inputs = torch.randint(0, model.config.vocab_size, (3, 5))
+    plain_hidden = torch.randn(2, cpu_fast.DECODE_HEAD_MAX_ROWS + 1, head.weight.shape[1])
+    with torch.no_grad():
+        before_logits = model(inputs).logits
+        before_tokens = model.generate(inputs, max_new_tokens=6, do_sample=False)
+        cpu_fast.add_decode_lm_head(model)
+        cpu_fast.add_decode_lm_head(model)  # idempotent
+        torch.testing.assert_close(model(inputs).logits, before_logits)
+        assert torch.equal(model.generate(inputs, max_new_tokens=6, do_sample=False), before_tokens)
+        torch.testing.assert_close(head(plain_hidden), plain_hidden @ head.weight.T)  # many rows: plain path

@@ -15,6 +15,9 @@ so the backward costs no second projection. The entropy comes from the same pass
 does not cover (through the entropy, e.g. an entropy bonus; into the LM-head weight, e.g. full fine-tuning)
 are computed by recomputing the projection in the backward, as TRL does. Mixed precision, multimodal inputs,
 MoE auxiliary losses, rescaled logits and non-CPU devices use TRL's own path unchanged.
+
+Generation keeps TRL's sampler and settings; only the LM head's matmul layout changes for few-row inputs
+(`add_decode_lm_head`), which about halves the cost of each decoding step's 262k-row projection on the CPU.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ _LOGIT_SCALE_ATTRS = ("logit_scale", "output_multiplier", "lm_head_multiplier", 
 # Keyword answered by the patched forward of the causal LM (passes through the PEFT and DDP wrappers).
 FAST_LOGPS_KWARG = "divrl_sampled_logps"
 _PATCHED_MARKER = "_divrl_sampled_logps_temperature"
+# Up to this many rows, the LM head computes `W @ x.T` (measured ~2x faster than MKL's `x @ W.T` for 8 rows
+# and a 262k x 640 float32 weight; still faster at 256 rows): decoding and generation prefill.
+DECODE_HEAD_MAX_ROWS = 256
+_DECODE_HEAD_MARKER = "_divrl_decode_head"
 
 
 class SampledTokenLogProb(torch.autograd.Function):
@@ -203,6 +210,24 @@ def add_sampled_token_head(causal_lm: Any, temperature: float) -> None:
     setattr(causal_lm, _PATCHED_MARKER, temperature)
 
 
+def add_decode_lm_head(causal_lm: Any) -> None:
+    """Patch the LM head's forward so few-row inputs (decoding: one position per sequence) compute `W @ x.T`,
+    the faster BLAS layout for a tall vocabulary matrix; same logits up to float summation order."""
+    head = causal_lm.get_output_embeddings()
+    if getattr(head, _DECODE_HEAD_MARKER, False):
+        return
+    previous_forward = head.forward
+
+    def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, x.shape[-1])
+        if rows.shape[0] > DECODE_HEAD_MAX_ROWS or x.device.type != "cpu" or x.dtype != self.weight.dtype:
+            return previous_forward(x)
+        return (self.weight @ rows.T).T.reshape(*x.shape[:-1], self.weight.shape[0])
+
+    head.forward = types.MethodType(forward, head)
+    setattr(head, _DECODE_HEAD_MARKER, True)
+
+
 def supports_sampled_token_head(causal_lm: Any) -> bool:
     """Whether `SampledTokenLogProb` computes exactly what TRL's head would: a float32 text-only causal LM
     without logit rescaling."""
@@ -220,9 +245,17 @@ def supports_sampled_token_head(causal_lm: Any) -> bool:
 
 class CPUFastLogpsMixin:
     """Mixin for `trl.GRPOTrainer` subclasses (list it before GRPOTrainer): per-token log-probs through
-    `SampledTokenLogProb` when the inputs are on the CPU, in float32 without mixed precision. Elsewhere TRL's
-    fused head runs unchanged. Subclasses whose loss differentiates the entropy in other ways than TRL's
-    entropy bonus override `_entropy_needs_grad` (a wrong answer costs speed, never correctness)."""
+    `SampledTokenLogProb` when the inputs are on the CPU, in float32 without mixed precision, and the decoding
+    LM head of `add_decode_lm_head` on the CPU. Elsewhere TRL's fused head runs unchanged. Subclasses whose
+    loss differentiates the entropy in other ways than TRL's entropy bonus override `_entropy_needs_grad`
+    (a wrong answer costs speed, never correctness)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.accelerator.device.type == "cpu":
+            causal_lm = self._fast_logps_model(self.model)
+            if causal_lm is not None:
+                add_decode_lm_head(causal_lm)
 
     def _entropy_needs_grad(self) -> bool:
         """Whether the loss backpropagates through the entropies (TRL: only with its entropy bonus)."""
