@@ -160,3 +160,50 @@ def test_decode_head_gives_the_same_logits_and_greedy_tokens(tiny_gemma3: Path) 
         torch.testing.assert_close(model(inputs).logits, before_logits)
         assert torch.equal(model.generate(inputs, max_new_tokens=6, do_sample=False), before_tokens)
         torch.testing.assert_close(head(plain_hidden), plain_hidden @ head.weight.T)  # many rows: plain path
+
+
+def test_sample_categorical_follows_the_distribution_and_skips_zero_probabilities() -> None:
+    torch.manual_seed(0)
+    probs = torch.tensor(
+        [[0.0, 0.5, 0.0, 0.2, 0.3, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]]
+    )
+    draws = 40_000
+    tokens = cpu_fast.sample_categorical(probs.repeat_interleave(draws, dim=0)).view(3, draws)
+    counts = torch.stack([torch.bincount(row, minlength=6) for row in tokens]).double()
+    expected = probs.double() * draws
+    sigma = (draws * probs.double() * (1 - probs.double())).sqrt()
+    assert ((counts - expected).abs() <= 5 * sigma).all(), counts  # exact where p is 0 or 1
+    assert (counts[probs == 0] == 0).all()
+
+
+class _ScriptedTokens:
+    """Logits processor making the next token a fixed function of the prefix (so any sampler must pick it);
+    row 0 emits the EOS token after 3 new tokens, to exercise stopping and padding."""
+
+    def __init__(self, prompt_length: int, eos: int, vocab: int) -> None:
+        self.prompt_length, self.eos, self.vocab = prompt_length, eos, vocab
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        chosen = (input_ids.sum(dim=1) * 7 + input_ids.shape[1]) % (self.vocab - 1)
+        chosen = torch.where(chosen >= self.eos, chosen + 1, chosen)  # never EOS by accident
+        if input_ids.shape[1] - self.prompt_length == 3:
+            chosen[0] = self.eos
+        return torch.full_like(scores, -float("inf")).scatter_(1, chosen[:, None], 0.0)
+
+
+def test_cpu_sampler_generates_what_transformers_generates(tiny_qwen3: Path) -> None:
+    from transformers import AutoModelForCausalLM, LogitsProcessorList
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen3, dtype=torch.float32)
+    eos = model.generation_config.eos_token_id
+    torch.manual_seed(0)
+    prompts = torch.randint(0, model.config.vocab_size, (3, 4))
+    processor = LogitsProcessorList([_ScriptedTokens(prompts.shape[1], eos, model.config.vocab_size)])
+    settings = dict(max_new_tokens=7, do_sample=True, top_k=0, logits_processor=processor)
+    expected = model.generate(prompts, **settings)
+    cpu_fast.add_decode_sampler(model)
+    cpu_fast.add_decode_sampler(model)  # idempotent
+    produced = model.generate(prompts, **settings)
+    assert torch.equal(produced, expected)
+    start, pad = prompts.shape[1], model.generation_config.pad_token_id
+    assert produced.shape[1] == start + 7 and produced[0, start + 3] == eos and (produced[0, start + 4 :] == pad).all()
