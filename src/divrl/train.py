@@ -110,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         resume = resume.lower() == "true"
     trainer.train(resume_from_checkpoint=resume or None)
     trainer.save_model(training_args.output_dir)
+    trainer.save_state()  # trainer_state.json in the run dir: what `divrl plot` and `divrl fit-law` read
     return 0
 
 
