@@ -1,4 +1,4 @@
-"""Run by test_population_distributed.py under `torch.distributed.run --nproc_per_node 2` (gloo, DDP).
+"""Run by test_population_distributed.py under `accelerate launch` with two CPU processes (gloo, DDP).
 
 Trains a two-member population for four steps and writes, per process, which members' weights moved at
 each step, the members' AdamW step counts, the population state and all member weights.

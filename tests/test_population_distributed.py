@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_two_processes_train_the_same_population(tiny_qwen3: Path, tmp_path: Path) -> None:
-    # torch.distributed.run, not `accelerate launch --cpu`: the latter starts one process without mpirun.
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    command = [str(Path(sys.executable).with_name("accelerate")), "launch", "--config_file",
+               str(ROOT / "accelerate_configs" / "cpu_2proc.yaml"),
                str(ROOT / "tests" / "population_distributed_script.py"), str(tiny_qwen3), str(tmp_path)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
