@@ -25,18 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from machine import cpu_model
+
 RESULTS = Path(__file__).parent / "results"
 
-
-def _cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (or the platform string)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _interleaved_rates(runs: dict[str, Callable[[], int]], repeats: int, clock: Callable[[], float]) -> dict:
@@ -162,7 +154,7 @@ def main() -> None:
 
     machine = {
         "nproc": os.cpu_count(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "python": platform.python_version(),
         "rdkit": Chem.rdBase.rdkitVersion,
         "load_average_1min_at_end": os.getloadavg()[0],

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from machine import cpu_model
+
 RESULTS = Path(__file__).parent / "results"
 GOALS = {"step_time_ratio": 1.05, "peak_memory_ratio": 1.2}
 PROMPTS = [f"idea {i}: propose a {w} experiment about {t}" for i, (w, t) in enumerate(
@@ -247,22 +249,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "qwen3_4b_analytic": lora_parameters_at_4b(),
         "goals": GOALS,
         "machine": {
-            "nproc": os.cpu_count(), "cpu": _cpu_model(), "python": platform.python_version(),
+            "nproc": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
             "torch": torch.__version__, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
             "load_average": list(os.getloadavg()),
         },
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from machine import cpu_model
+
 from divrl.tasks.hypospace import BooleanTask, CausalTask, HypoSpaceTask, VoxelTask
 
 RESULTS = Path(__file__).parent / "results"
@@ -89,15 +91,6 @@ def _reward_all(task: HypoSpaceTask, corpus: list[tuple[str, frozenset[str], lis
     return total
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
 
 def measure(size: int, repeats: int, seed: int) -> dict[str, Any]:
     """Median rates per domain and scenario over `repeats` interleaved rounds."""
@@ -138,7 +131,7 @@ def measure(size: int, repeats: int, seed: int) -> dict[str, Any]:
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": {
             "nproc": os.cpu_count(),
-            "cpu": _cpu_model(),
+            "cpu": cpu_model(),
             "python": platform.python_version(),
             "load_average": list(os.getloadavg()),
         },
