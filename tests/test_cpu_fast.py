@@ -80,8 +80,7 @@ def _trainer(model_dir: Path, tmp_path: Path, fast: bool, **config: object):
 
     base = (cpu_fast.CPUFastLogpsMixin, GRPOTrainer) if fast else (GRPOTrainer,)
     trainer_class = type("FastGRPOTrainer" if fast else "PlainGRPOTrainer", base, {})
-    args = GRPOConfig(
-        output_dir=str(tmp_path / ("fast" if fast else "plain")),
+    settings: dict = dict(
         per_device_train_batch_size=4,
         num_generations=4,
         max_completion_length=8,
@@ -90,8 +89,8 @@ def _trainer(model_dir: Path, tmp_path: Path, fast: bool, **config: object):
         use_cpu=True,
         report_to=[],
         seed=0,
-        **config,
     )
+    args = GRPOConfig(output_dir=str(tmp_path / ("fast" if fast else "plain")), **{**settings, **config})
     torch.manual_seed(0)
     return trainer_class(
         model=str(model_dir),
@@ -111,8 +110,10 @@ def _loss_and_grads(trainer, inputs) -> tuple[torch.Tensor, dict[str, torch.Tens
     return loss.detach(), grads
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("config", [{}, {"entropy_coef": 0.05, "temperature": 0.7}, {"beta": 0.1}])
+@pytest.mark.parametrize(
+    "config",
+    [{}, {"entropy_coef": 0.05, "temperature": 0.7}, {"beta": 0.1}, {"gradient_checkpointing": True}],
+)
 def test_grpo_loss_and_gradients_match_trl(tiny_gemma3: Path, tmp_path: Path, config: dict) -> None:
     """Same sampled batch: per-token log-probs, entropies, loss and LoRA gradients equal TRL's own path."""
     fast, plain = _trainer(tiny_gemma3, tmp_path, True, **config), _trainer(tiny_gemma3, tmp_path, False, **config)
