@@ -290,11 +290,13 @@ def add_decode_sampler(causal_lm: Any) -> None:
     """Make `causal_lm.generate` sample with `cpu_sample` unless a `custom_generate` is given."""
     if getattr(causal_lm, _SAMPLER_MARKER, False):
         return
-    generate = causal_lm.generate
 
-    @functools.wraps(generate)
+    @functools.wraps(causal_lm.generate)
     def generate_with_cpu_sampler(*args: Any, custom_generate: Any = None, **kwargs: Any) -> Any:
-        return generate(*args, custom_generate=cpu_sample if custom_generate is None else custom_generate, **kwargs)
+        # The class's `generate` is looked up at call time, so patches of it (e.g. divrl.testing's
+        # scripted_generation) still apply.
+        sampler = cpu_sample if custom_generate is None else custom_generate
+        return type(causal_lm).generate(causal_lm, *args, custom_generate=sampler, **kwargs)
 
     causal_lm.generate = generate_with_cpu_sampler
     setattr(causal_lm, _SAMPLER_MARKER, True)

@@ -45,6 +45,7 @@ from divrl.core import (
 from divrl.core.archive import AddStatus
 from divrl.task import completion_text
 from divrl.trainers.config import DivRLConfig
+from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 from divrl.trainers.flowrl import FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.population import PopulationMixin
@@ -115,7 +116,7 @@ class DiversityState:
                 part.load_state_dict(state[name])
 
 
-class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
+class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer):
     """GRPOTrainer with the diversity methods enabled in its `DivRLConfig` (any subset, composable).
 
     Arguments are GRPOTrainer's, plus `task`: an object following `divrl.task.Task` whose hooks
