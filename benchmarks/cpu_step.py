@@ -15,7 +15,6 @@ import datetime
 import functools
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -23,20 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from machine import cpu_model
+
 RESULTS = Path(__file__).parent / "results"
 PHASES = ("generation", "scoring", "loss_forward", "backward", "other")
 ARMS = ("vanilla", "divrl")
 
-
-def _cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (or the platform string)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 class PhaseTimer:
@@ -256,7 +247,7 @@ def main() -> None:
         "summary": summarise(rounds),
         "machine": {
             "nproc": os.cpu_count(),
-            "cpu": _cpu_model(),
+            "cpu": cpu_model(),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
             "load_before": load_before,
