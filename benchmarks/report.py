@@ -12,8 +12,8 @@ from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
 # Fragments in reading order; any other fragment follows alphabetically.
-ORDER = ("toy", "toy_flowrl", "trainer_overhead", "population_overhead", "verifier_throughput", "molecule_scoring", "cpu_step",
-         "hypospace_recovery")
+ORDER = ("toy", "toy_flowrl", "trainer_overhead", "population_overhead", "verifier_throughput", "molecule_scoring",
+         "cpu_step", "hypospace_recovery")
 
 HEADER = """# divrl benchmarks
 
