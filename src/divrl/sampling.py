@@ -57,6 +57,28 @@ class SamplingConfig:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
 
 
+def add_sampling_arguments(parser: Any, max_new_tokens: int) -> None:
+    """The sampling options every evaluator shares (`--backend`, `--temperature`, ...), as one argument group."""
+    group = parser.add_argument_group("sampling")
+    group.add_argument("--backend", choices=["transformers", "vllm"], default="transformers")
+    group.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+    group.add_argument("--temperature", type=float, default=1.0)
+    group.add_argument("--top-p", type=float, default=1.0)
+    group.add_argument("--top-k", type=int, default=0, help="0 = off")
+    group.add_argument("--batch-size", type=int, default=16, help="sequences per generate call")
+    group.add_argument("--quantize", choices=["auto", "4bit", "none"], default="auto")
+    group.add_argument("--dtype", default="auto")
+    group.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def sampling_config_from_args(args: Any, stop: tuple[str, ...] = (), progress: bool | None = None) -> SamplingConfig:
+    """`SamplingConfig` from the options `add_sampling_arguments` added (plus `args.seed`); `progress` defaults
+    to `not args.no_progress` (callers with their own progress bar pass False)."""
+    return SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                          top_k=args.top_k, batch_size=args.batch_size, seed=args.seed, stop=stop,
+                          progress=not args.no_progress if progress is None else progress)
+
+
 def truncate_at_stop(text: str, stop: Sequence[str]) -> str:
     """`text` up to the first occurrence of any stop string."""
     cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=len(text))

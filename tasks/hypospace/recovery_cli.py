@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from divrl.sampling import add_sampling_arguments
 from divrl.tasks.hypospace.cli import add_task_arguments, task_from_args
 
 TASK_NAMES = ("hypospace-causal", "hypospace-voxel", "hypospace-boolean")
@@ -46,19 +47,10 @@ def register(subparsers: Any) -> None:
         help="auto: chat when the tokenizer has a chat template, else few-shot plain text",
     )
     parser.add_argument("--n-exemplars", type=int, default=3, help="worked examples in base prompts (default 3)")
-    sampling = parser.add_argument_group("sampling")
-    sampling.add_argument("--backend", choices=["transformers", "vllm"], default="transformers")
-    sampling.add_argument("--max-new-tokens", type=int, default=128)
-    sampling.add_argument("--temperature", type=float, default=1.0)
-    sampling.add_argument("--top-p", type=float, default=1.0)
-    sampling.add_argument("--top-k", type=int, default=0, help="0 = off")
-    sampling.add_argument("--batch-size", type=int, default=16, help="sequences per generate call")
-    sampling.add_argument("--instances-per-call", type=int, default=8, help="instances sampled together")
-    sampling.add_argument("--quantize", choices=["auto", "4bit", "none"], default="auto")
-    sampling.add_argument("--dtype", default="auto")
+    add_sampling_arguments(parser, max_new_tokens=128)
+    parser.add_argument("--instances-per-call", type=int, default=8, help="instances sampled together")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--save-completions", action="store_true", help="keep raw completions in the JSON")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--out", required=True, help="output directory")
     parser.set_defaults(func=_run)
 
@@ -108,15 +100,7 @@ def _run(args: argparse.Namespace) -> int:
     models = expand_models(args.model)
     for _, model in models:
         _check_model_exists(model)
-    config = sampling.SamplingConfig(
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        batch_size=args.batch_size,
-        seed=args.seed,
-        stop=(f"\n{END_MARKER}",),
-    )
+    config = sampling.sampling_config_from_args(args, stop=(f"\n{END_MARKER}",), progress=False)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []

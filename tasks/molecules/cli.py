@@ -12,6 +12,8 @@ import json
 import sys
 from typing import Any
 
+from divrl.sampling import add_sampling_arguments
+
 BASE_STOP = "\nSMILES:"  # a new few-shot line (base prompts) means the molecule is finished
 
 
@@ -49,16 +51,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--ob-n", type=int, default=100, help="N of the Oracle Burden OB_tau(N) (default 100)")
     parser.add_argument("--seed", type=int, default=0)
-    sampling = parser.add_argument_group("sampling")
-    sampling.add_argument("--backend", choices=["transformers", "vllm"], default="transformers")
-    sampling.add_argument("--max-new-tokens", type=int, default=64)
-    sampling.add_argument("--temperature", type=float, default=1.0)
-    sampling.add_argument("--top-p", type=float, default=1.0)
-    sampling.add_argument("--top-k", type=int, default=0, help="0 = off")
-    sampling.add_argument("--batch-size", type=int, default=16, help="sequences per generate call")
-    sampling.add_argument("--quantize", choices=["auto", "4bit", "none"], default="auto")
-    sampling.add_argument("--dtype", default="auto")
-    sampling.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_sampling_arguments(parser, max_new_tokens=64)
     parser.set_defaults(func=_run)
 
 
@@ -72,16 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     components = {"components": args.components} if args.components else {}
     task = MoleculeTask(**components, hbd_threshold=args.hbd_threshold)  # validates before loading the model
     taus = tuple(args.tau) if args.tau else (0.8, 0.85)
-    config = sampling.SamplingConfig(
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        batch_size=args.batch_size,
-        seed=args.seed,
-        stop=(BASE_STOP,),
-        progress=not args.no_progress,
-    )
+    config = sampling.sampling_config_from_args(args, stop=(BASE_STOP,))
     sampler = sampling.make_sampler(args.model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
     style = args.prompt_style
     if style == "auto":
