@@ -75,6 +75,9 @@ MODELS: dict[str, dict[str, Any]] = {
                      "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
                      "max_completion_length": 60, "learning_rate": 5e-5, "max_steps": 40,
                      "activation_checkpointing": False},
+        # The small base model rarely writes a valid hypothesis (validity ~1%), so a binary reward gives groups
+        # with no signal: pay 0.2 for any readable hypothesis (HypoSpace's documented shaped variant).
+        "extra_task_args": {"hypospace": {"format_reward": 0.2}},
         "method_overrides": {"pop": {"population_size": 3, "population_top_m": 2, "population_interval": 5},
                              "pop-ips-qd": {"population_size": 3, "population_top_m": 2, "population_interval": 5}},
     },
@@ -86,6 +89,9 @@ def recipe(model: str, task: str, method: str) -> dict[str, Any]:
     spec = MODELS[model]
     settings: dict[str, Any] = {"task": task, **TASKS[task], **COMMON, **spec["settings"], **METHODS[method],
                                 **spec.get("method_overrides", {}).get(method, {})}
+    for prefix, extra in spec.get("extra_task_args", {}).items():
+        if task.startswith(prefix):
+            settings["task_args"] = {**settings["task_args"], **extra}
     settings["output_dir"] = f"runs/{model}/{task}/{method}"
     return settings
 
