@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from divrl.core.divergence import DIVERGENCES
+from divrl.trainers._fields import _help
 from divrl.trainers.flowrl import FlowRLConfig
 from divrl.trainers.population import PopulationConfig
 
@@ -22,8 +23,6 @@ NOVELTY_EMBEDDINGS = ("ngram", "hidden", "task")
 DIVERGENCE_ESTIMATORS = ("policy", "rehearsal")
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
 
 
 @dataclass

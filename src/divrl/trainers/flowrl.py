@@ -38,6 +38,7 @@ import torch
 from transformers import TrainerCallback
 
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, TrajectoryBalanceTerms, trajectory_balance_terms
+from divrl.trainers._fields import _help
 
 LOG_Z_FILE = "flowrl_log_z.pt"
 # FlowRL's reference code: ProjZModule(hidden_size, num_layers=3, dropout=0.1), width = the model's hidden size.
@@ -45,8 +46,6 @@ FLOWRL_LOG_Z_LAYERS = 3
 FLOWRL_LOG_Z_DROPOUT = 0.1
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
 
 
 @dataclass

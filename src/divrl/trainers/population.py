@@ -44,6 +44,7 @@ from divrl.core.metrics import mean_pairwise_cosine_distance
 from divrl.core.novelty import hashed_ngram_embedding
 from divrl.core.population import lora_soup_delta, perturb_, project_to_rank, select_top, selection_scores
 from divrl.task import completion_text
+from divrl.trainers._fields import _help
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +53,6 @@ FIRST_MEMBER = "default"  # PEFT's adapter name: member 0 is saved at the top le
 MEMBER_PREFIX = "member_"
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
 
 
 @dataclass
