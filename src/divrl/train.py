@@ -111,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trainer.train(resume_from_checkpoint=resume or None)
     trainer.save_model(training_args.output_dir)
     trainer.save_state()  # trainer_state.json in the run dir: what `divrl plot` and `divrl fit-law` read
+    trainer.accelerator.end_training()  # closes trackers and the process group, so no rank aborts at exit
     return 0
 
 
