@@ -309,3 +309,19 @@ def test_collapse_signals_are_logged_for_plain_grpo(tiny_qwen3: Path, tmp_path: 
     assert logged(history, "diversity/pairwise") == pytest.approx([expected])
     assert expected > 0.3
     assert logged(history, "reward/max") == [3.0]
+
+
+def test_distinct_valid_outcomes_and_unshaped_rewards_are_logged_for_every_method(tiny_qwen3: Path,
+                                                                                  tmp_path: Path) -> None:
+    from trainer_helpers import ToyTask
+
+    # outcome key = first character; "ab" and "ax" share outcome "a"; "zz" scores 0 so it is not valid
+    completions = ["ab", "ax", "bb", "zz", "cc", "cc", "cd", "dd"]
+    reward = _reward_table({"ab": 1.0, "ax": 1.0, "bb": 2.0, "zz": 0.0, "cc": 1.0, "cd": 1.0, "dd": 4.0})
+    for method in ({}, {"ips": True}):
+        trainer, _ = _train_scripted(tiny_qwen3, tmp_path / str(len(method)), [completions], reward,
+                                     task=ToyTask(), **method)
+        history = trainer.state.log_history
+        assert logged(history, "diversity/distinct_valid") == [(2 + 2) / 2]  # {a, b} and {c, d}
+        assert logged(history, "divrl/task_reward") == pytest.approx([11 / 8])  # unshaped, also under IPS
+        assert logged(history, "divrl/primary_reward") == pytest.approx([11 / 8])

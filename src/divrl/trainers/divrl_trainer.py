@@ -36,6 +36,7 @@ from divrl.core import (
     GridArchive,
     NoveltyMemory,
     archive_bonus,
+    distinct_outcomes,
     hashed_ngram_embedding,
     ips_scale,
     length_conditional_advantages,
@@ -43,7 +44,7 @@ from divrl.core import (
     per_token_divergence,
 )
 from divrl.core.archive import AddStatus
-from divrl.task import completion_text
+from divrl.task import completion_text, has_hook
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 from divrl.trainers.flowrl import FlowRLMixin
@@ -243,25 +244,42 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
             local = torch.tensor([len(ids) for ids in completion_ids_list], device=rewards_per_func.device)
             self._global_lengths = gather(local)
         if self.model.training:
-            self._log_collapse_signals(completions, rewards_per_func)
+            self._log_collapse_signals(inputs, completions, rewards_per_func)
         if self.model.training and (self.hooks.outcome_key is not None or self._has_bonus_column):
             rewards_per_func = self._shape_rewards(rewards_per_func, inputs, prompts, completions,
                                                    completion_ids_list)
         self._global_rewards_per_func = rewards_per_func
         return rewards_per_func
 
-    def _log_collapse_signals(self, completions: list, rewards_per_func: torch.Tensor) -> None:
-        """Log every step, for every method (the GRPO baseline too): `diversity/pairwise`, the mean in-group
-        pairwise cosine distance of the completions' n-gram embeddings, and `reward/max`, the batch's best
-        unshaped task reward: the collapse signatures of seeds 000 / 002 (what `divrl fit-law` reads)."""
-        texts = gather_object([completion_text(c) for c in completions])
-        groups = [texts[i : i + self.num_generations] for i in range(0, len(texts), self.num_generations)]
+    def _log_collapse_signals(self, inputs: list[dict], completions: list, rewards_per_func: torch.Tensor) -> None:
+        """Log every step, for every method (the GRPO baseline too), on unshaped rewards: `diversity/pairwise`
+        (mean in-group pairwise cosine distance of n-gram embeddings), `reward/max` (the batch's best task
+        reward), `divrl/task_reward` (its mean), `divrl/primary_reward` (mean of the first reward function:
+        validity for HypoSpace) and, when the task has an `outcome_key`, `diversity/distinct_valid` (distinct
+        outcomes per group among completions the first reward function scores above 0): the collapse
+        signatures of seeds 000 / 001 / 002, comparable across methods (what `divrl fit-law` reads)."""
+        texts = [completion_text(c) for c in completions]
+        all_texts = gather_object(texts)
+        groups = [all_texts[i : i + self.num_generations] for i in range(0, len(all_texts), self.num_generations)]
         diversity = [mean_pairwise_cosine_distance(hashed_ngram_embedding(group)) for group in groups]
         task_reward = self._weighted_task_reward(rewards_per_func)
         metrics = self._metrics["train"]
         metrics["diversity/pairwise"].append(sum(diversity) / len(diversity))
-        if not torch.isnan(task_reward).all():
-            metrics["reward/max"].append(task_reward[~torch.isnan(task_reward)].max().item())
+        if torch.isnan(task_reward).all():
+            return
+        metrics["reward/max"].append(task_reward[~torch.isnan(task_reward)].max().item())
+        metrics["divrl/task_reward"].append(torch.nanmean(task_reward).item())
+        primary = rewards_per_func[:, 0]
+        metrics["divrl/primary_reward"].append(torch.nanmean(primary).item())
+        if has_hook(self.task, "outcome_key"):
+            offset = self.accelerator.process_index * len(texts)  # rewards are global, completions local
+            local = primary[offset : offset + len(texts)].tolist()
+            keys = [self.task.outcome_key(t, **hook_columns(row)) if r > 0 else None
+                    for t, row, r in zip(texts, inputs, local, strict=True)]
+            keys = gather_object(keys)
+            per_group = [distinct_outcomes(keys[i : i + self.num_generations])
+                         for i in range(0, len(keys), self.num_generations)]
+            metrics["diversity/distinct_valid"].append(sum(per_group) / len(per_group))
 
     def _weighted_task_reward(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
         """Weighted sum of the task's reward columns as TRL sums them; NaN where every column is NaN."""
@@ -277,7 +295,6 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         texts = [completion_text(c) for c in completions]
         columns = [hook_columns(row) for row in inputs]
         task_reward = self._weighted_task_reward(rewards_per_func).cpu()
-        metrics["divrl/task_reward"].append(torch.nanmean(task_reward).item())
         if self.hooks.outcome_key is not None:
             keys = gather_object([self.hooks.outcome_key(t, **c) for t, c in zip(texts, columns, strict=True)])
             # The IPS factor 1 / max(p_hat, epsilon) per completion = ips_scale of unit rewards.
