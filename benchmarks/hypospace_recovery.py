@@ -1,0 +1,449 @@
+"""Real-model evidence: does divrl recover more admissible HypoSpace hypotheses than GRPO, at what cost?
+
+Protocol: the embedded Gemma-3-270M base model, LoRA r=16, CPU. Each method trains with its CPU recipe
+(`recipes/embedded-cpu/<task>/<method>.yaml`, run through `divrl train`) at an equal budget: the same
+train-split prompts, group size, completions per step and optimizer steps; the protocol constants below
+override the recipes' step count, learning rate and completion length identically for every method. Each
+trained adapter (and the untrained base model) is then evaluated with `divrl eval recovery` on the held-out
+test split: N parallel samples per instance give RR(n), validity and uniqueness. Seeds are pooled per
+instance, and 95% intervals come from bootstrapping instances. Training-time collapse signatures (unshaped
+validity, distinct valid outcomes per group, entropy, completion length) come from each run's
+`trainer_state.json`, and the quality-diversity law (seed 002) is fitted on the GRPO and IPS runs.
+
+Every unit of work (one training run, one evaluation) leaves its result on disk under `--state`; the script
+skips finished units, resumes interrupted training from its last checkpoint (`--resume`), and rewrites
+`benchmarks/results/hypospace_recovery.{json,md}` (plus curve plots) after every unit, so partial results are
+always current and say how many steps each run has. `--quick` runs a ~20-minute subset (boolean task,
+base / GRPO / IPS, one seed, a few steps); `--budget-minutes` stops starting new units after that long.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from machine import cpu_model
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).parent / "results"
+RECIPES = ROOT / "recipes" / "embedded-cpu"
+MODEL = "embedded:gemma-3-270m"
+
+
+@dataclass(frozen=True)
+class TaskSetting:
+    """One HypoSpace task of the experiment: its recipe folder, task-parameter overrides and answer length."""
+
+    task: str
+    overrides: dict[str, Any]
+    max_new_tokens: int
+
+    def recipe(self) -> dict[str, Any]:
+        """The CPU GRPO recipe of this task (every method's recipe shares its task settings)."""
+        import yaml
+
+        return yaml.safe_load((RECIPES / self.task / "grpo.yaml").read_text())
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The task parameters training uses: the recipe's, with the overrides applied (format reward aside)."""
+        merged = {**self.recipe()["task_args"], **self.overrides}
+        merged.pop("format_reward", None)
+        return merged
+
+    @property
+    def eval_args(self) -> list[str]:
+        """`divrl eval recovery` flags for the same task and the same train/test split as training."""
+        args = []
+        for key, value in self.params.items():
+            flag = f"--{key.replace('_', '-')}"
+            if isinstance(value, bool):
+                args += [flag] if value else []
+            else:
+                args += [flag, *map(str, value if isinstance(value, list) else [value])]
+        limit = self.recipe().get("instance_limit")
+        return args + (["--limit", str(limit)] if limit is not None else [])
+
+    @property
+    def train_args(self) -> list[str]:
+        """The overrides as `divrl train --task_arg KEY=VALUE` flags."""
+        return [arg for key, value in self.overrides.items() for arg in ("--task_arg", f"{key}={value}")]
+
+
+TASKS = {
+    "voxel": TaskSetting("hypospace-voxel", {}, 40),  # the recipe's 3x3 grid, height 3, 1-3 blocks
+    "boolean": TaskSetting("hypospace-boolean", {"operators": "basic"}, 24),  # x, y with AND/OR/NOT, depth 2
+    "causal": TaskSetting("hypospace-causal", {}, 48),  # the recipe's 4 nodes
+}
+# Recipe name -> label; "pop-ips-qd" is the recipes' best composition (population soup of IPS + QD policies).
+METHODS = {"grpo": "GRPO", "ips": "IPS-GRPO", "qd": "QD-GRPO", "maxent": "MaxEnt-GRPO", "fkl": "forward-KL",
+           "js": "JS", "pop": "population soup", "pop-ips-qd": "pop + IPS + QD"}
+MULTI_SEED = ("grpo", "ips")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What every method gets: the equal budget and the evaluation."""
+
+    task: str = "boolean"
+    methods: tuple[str, ...] = tuple(METHODS)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    steps: int = 24
+    learning_rate: float = 2e-4
+    samples: int = 16
+    save_steps: int = 4
+    extra_train_args: tuple[str, ...] = field(default=())
+
+    def seeds_for(self, method: str) -> tuple[int, ...]:
+        """GRPO and IPS run every seed; the other methods the first one."""
+        return self.seeds if method in MULTI_SEED else self.seeds[:1]
+
+
+QUICK = Protocol(methods=("grpo", "ips"), seeds=(0,), steps=6, save_steps=3)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Units of work
+
+
+def _divrl(args: list[str], log: Path) -> None:
+    """Run one `divrl` command as a subprocess, its output appended to `log`; raise if it fails."""
+    with log.open("a") as handle:
+        handle.write(f"\n$ divrl {' '.join(args)}\n")
+        handle.flush()
+        done = subprocess.run([sys.executable, "-m", "divrl.cli", *args], stdout=handle, stderr=subprocess.STDOUT)
+    if done.returncode:
+        raise SystemExit(f"`divrl {' '.join(args[:2])} ...` failed (exit {done.returncode}); see {log}")
+
+
+def _meta(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _checkpoint_steps(run: Path) -> list[int]:
+    return sorted(int(c.name.split("-")[1]) for c in run.glob("checkpoint-*") if c.name.split("-")[1].isdigit())
+
+
+def train(protocol: Protocol, method: str, seed: int, state: Path) -> Path:
+    """Train (or resume) one method and seed with its CPU recipe; return the run directory."""
+    setting = TASKS[protocol.task]
+    run = state / "runs" / f"{method}-seed{seed}"
+    meta_path = run / "divrl_benchmark.json"
+    if (run / "adapter_config.json").is_file():
+        return run
+    run.mkdir(parents=True, exist_ok=True)
+    done = _checkpoint_steps(run)
+    resume = ["--resume_from_checkpoint", "true"] if done else []
+    print(f"  training {method} seed {seed}: {protocol.steps} steps"
+          + (f", resuming after step {done[-1]}" if done else ""), flush=True)
+    start = time.time()
+    _divrl(["train", str(RECIPES / setting.task / f"{method}.yaml"), *setting.train_args,
+            "--model_name_or_path", MODEL, "--max_steps", str(protocol.steps), "--seed", str(seed),
+            "--learning_rate", str(protocol.learning_rate), "--max_completion_length", str(setting.max_new_tokens),
+            "--logging_steps", "1", "--save_strategy", "steps", "--save_steps", str(protocol.save_steps),
+            "--save_total_limit", "1", "--output_dir", str(run), *resume, *protocol.extra_train_args],
+           state / "log.txt")
+    meta = _meta(meta_path)
+    meta["train_seconds"] = meta.get("train_seconds", 0.0) + time.time() - start
+    meta_path.write_text(json.dumps(meta))
+    return run
+
+
+def evaluate(protocol: Protocol, label: str, model: str, state: Path) -> dict[str, Any]:
+    """`divrl eval recovery` of one model on the test split (cached); the model entry plus eval wall time."""
+    setting = TASKS[protocol.task]
+    out = state / "eval" / label
+    result = out / "recovery.json"
+    if not result.is_file():
+        print(f"  evaluating {label} ({protocol.samples} samples per test instance)", flush=True)
+        start = time.time()
+        _divrl(["eval", "recovery", "--model", model, "--task", setting.task, *setting.eval_args, "--split", "test",
+                "--samples", str(protocol.samples), "--max-new-tokens", str(setting.max_new_tokens),
+                "--no-progress", "--out", str(out)], state / "log.txt")
+        (out / "divrl_benchmark.json").write_text(json.dumps({"eval_seconds": time.time() - start}))
+    entry = json.loads(result.read_text())["models"][0]
+    return {**entry, **_meta(out / "divrl_benchmark.json")}
+
+
+def plan(protocol: Protocol) -> list[tuple[str, int]]:
+    """(method, seed) in the order that makes partial results most useful: the GRPO/IPS comparison first."""
+    first = [(m, protocol.seeds[0]) for m in protocol.methods if m in MULTI_SEED]
+    more = [(m, s) for s in protocol.seeds[1:] for m in protocol.methods if m in MULTI_SEED]
+    rest = [(m, protocol.seeds[0]) for m in protocol.methods if m not in MULTI_SEED]
+    return first + more + rest
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Aggregation
+
+
+SIGNALS = {"validity": "divrl/primary_reward", "task reward": "divrl/task_reward",
+           "distinct valid / group": "diversity/distinct_valid", "pairwise diversity": "diversity/pairwise",
+           "entropy": "entropy", "completion length": "completions/mean_length"}
+
+
+def training_signals(run: Path) -> dict[str, Any]:
+    """Per-step collapse signals of one run, and its completed step count."""
+    from divrl.analysis.runs import load_log_history, metric_series
+
+    try:
+        history = load_log_history(run)
+    except (FileNotFoundError, ValueError):
+        return {"steps": 0, "series": {}}
+    series = {name: [row[1] for row in metric_series(history, key)] for name, key in SIGNALS.items()}
+    steps = max((row.get("step", 0) for row in history), default=0)
+    return {"steps": int(steps), "series": series}
+
+
+def _window_mean(values: list[float], first: bool) -> float:
+    """Mean of the first (or last) quarter of a series: where training starts and where it ends."""
+    if not values:
+        return math.nan
+    size = max(1, len(values) // 4)
+    window = values[:size] if first else values[-size:]
+    return float(np.mean(window))
+
+
+def pool_method(label: str, evals: list[dict[str, Any]], resamples: int = 2000) -> dict[str, Any]:
+    """Pool seeds per instance (mean over seeds), then bootstrap instances: RR(n), validity, uniqueness."""
+    from divrl.tasks.hypospace.recovery import bootstrap_mean
+
+    by_instance = [{i["id"]: i for i in e["instances"]} for e in evals]
+    ids = sorted(by_instance[0])
+    pooled = {}
+    for metric in ("curve", "validity", "uniqueness", "recovery"):
+        values = np.array([np.mean([np.asarray(run[i][metric], dtype=float) for run in by_instance], axis=0)
+                           for i in ids])
+        pooled[metric] = bootstrap_mean(values, resamples)
+    found = np.array([np.mean([np.asarray(run[i]["curve"]) * run[i]["n_admissible"] for run in by_instance], axis=0)
+                      for i in ids])
+    pooled["distinct_valid"] = bootstrap_mean(found, resamples)
+    per_seed_rr = [float(e["recovery"]["mean"]) for e in evals]
+    return {"label": label, "seeds": len(evals), "n_instances": len(ids), "per_seed_recovery": per_seed_rr, **pooled}
+
+
+def law_fits(runs: list[Path]) -> list[dict[str, Any]]:
+    """Seed 002's law R = -a exp(c D) + b (and c0 with entropy) on each run's per-step unshaped task reward."""
+    from divrl.analysis.law import fit_run
+
+    fits = []
+    for run in runs:
+        result = fit_run(run, "divrl/task_reward", "diversity/pairwise", "entropy", bootstrap=500)
+        fits.append({"run": run.name, **{law: result[law]["fit"] for law in ("diversity", "entropy")}})
+    return fits
+
+
+def plot_training(methods: dict[str, dict[str, Any]], path: Path) -> None:
+    """Collapse signatures over training: one panel per signal, one line per method (seeds averaged)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = ["validity", "distinct valid / group", "entropy", "completion length"]
+    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.4))
+    for label, method in methods.items():
+        for ax, name in zip(axes, names, strict=True):
+            runs = [r["series"].get(name, []) for r in method["training"] if r["series"].get(name)]
+            if not runs:
+                continue
+            length = min(len(r) for r in runs)
+            ax.plot(np.arange(1, length + 1), np.mean([r[:length] for r in runs], axis=0), label=label)
+    for ax, name in zip(axes, names, strict=True):
+        ax.set(xlabel="training step", title=name)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fmt_ci(stats: dict[str, Any], index: int | None = None) -> str:
+    pick = (lambda v: v[index]) if index is not None else (lambda v: v)
+    return f"{pick(stats['mean']):.3f} [{pick(stats['ci_low']):.3f}, {pick(stats['ci_high']):.3f}]"
+
+
+def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) -> dict[str, Any]:
+    """Aggregate everything finished under `state` into `<out>.json`, `<out>.md` and the two plots."""
+    from divrl.tasks.hypospace.recovery import plot_recovery
+
+    setting = TASKS[protocol.task]
+    methods: dict[str, dict[str, Any]] = {}
+    base_eval = state / "eval" / "base" / "recovery.json"
+    if base_eval.is_file():
+        base = evaluate(protocol, "base", MODEL, state)
+        methods["base model"] = {**pool_method("base model", [base]), "training": [],
+                                 "wall_seconds": base.get("eval_seconds", math.nan), "runs": []}
+    for method in protocol.methods:
+        evals, training, runs, wall = [], [], [], 0.0
+        for seed in protocol.seeds_for(method):
+            run = state / "runs" / f"{method}-seed{seed}"
+            if not run.is_dir():
+                continue
+            signals = training_signals(run)
+            label = f"{method}-seed{seed}"
+            finished = (state / "eval" / label / "recovery.json").is_file()
+            training.append({"seed": seed, "steps": signals["steps"], "evaluated": finished, **signals})
+            wall += _meta(run / "divrl_benchmark.json").get("train_seconds", 0.0)
+            if finished:
+                entry = evaluate(protocol, label, str(run), state)
+                evals.append(entry)
+                runs.append(run)
+                wall += entry.get("eval_seconds", 0.0)
+        if not training:
+            continue
+        summary = pool_method(METHODS[method], evals) if evals else {"label": METHODS[method], "seeds": 0}
+        methods[METHODS[method]] = {**summary, "training": training, "wall_seconds": wall,
+                                    "runs": [r.name for r in runs]}
+    finished = [state / "runs" / f"{m}-seed{s}" for m in MULTI_SEED if m in protocol.methods
+                for s in protocol.seeds_for(m)]
+    fits = law_fits([r for r in finished if (r / "trainer_state.json").is_file()])
+    stem = out.name
+    curves = [m for m in methods.values() if m.get("seeds")]
+    if curves:
+        plot_recovery(curves, out.with_name(f"{stem}_curves.png"),
+                      f"{setting.task} {setting.params}: held-out recovery, {MODEL}")
+        plot_training(methods, out.with_name(f"{stem}_training.png"))
+    data = {
+        "benchmark": "hypospace_recovery",
+        "date": datetime.date.today().isoformat(),
+        "machine": {"cpu": cpu_model(), "device": "CPU"},
+        "complete": complete,
+        "protocol": {"model": MODEL, "task": setting.task, "params": setting.params, "steps": protocol.steps,
+                     "learning_rate": protocol.learning_rate, "samples": protocol.samples, "seeds": protocol.seeds,
+                     "max_new_tokens": setting.max_new_tokens, "methods": list(protocol.methods)},
+        "methods": methods,
+        "law_fits": fits,
+    }
+    out.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    out.with_suffix(".md").write_text(markdown(data, stem))
+    return data
+
+
+def markdown(data: dict[str, Any], stem: str) -> str:
+    """The BENCHMARKS.md section: recovery table, training signatures, law fits, plots."""
+    p = data["protocol"]
+    status = "complete" if data["complete"] else "PARTIAL (the run is still advancing; step counts below)"
+    lines = [
+        "## Real-model recovery on HypoSpace (benchmarks/hypospace_recovery.py)",
+        "",
+        f"{p['model']} (LoRA r=16, fp32) on {data['machine']['cpu']} (CPU, 2 cores), {data['date']}. Status: "
+        f"{status}. Task {p['task']} {p['params']}: train on the train split, evaluate {p['samples']} parallel "
+        f"samples per held-out test instance. Equal budget per run: {p['steps']} optimizer steps of one group of 8 "
+        f"completions (<= {p['max_new_tokens']} tokens), learning rate {p['learning_rate']}, each method's CPU "
+        f"recipe otherwise. Seeds pooled per instance; 95% bootstrap intervals over instances.",
+        "",
+        f"| method | seeds | steps done | RR@{p['samples']} [95% CI] | RR@{p['samples']} per seed | validity | "
+        f"uniqueness | distinct valid found | wall (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, m in data["methods"].items():
+        steps = ", ".join(str(t["steps"]) + ("" if t["evaluated"] else " (not evaluated)") for t in m["training"])
+        if not m.get("seeds"):
+            lines.append(f"| {label} | 0 | {steps} | not evaluated yet | | | | | |")
+            continue
+        per_seed = ", ".join(f"{v:.3f}" for v in m["per_seed_recovery"])
+        lines.append(f"| {label} | {m['seeds']} | {steps or '0 (untrained)'} | {_fmt_ci(m['recovery'])} | {per_seed} | "
+                     f"{_fmt_ci(m['validity'])} | {m['uniqueness']['mean']:.3f} | "
+                     f"{m['distinct_valid']['mean'][-1]:.2f} | {m['wall_seconds']:.0f} |")
+    lines += ["", "Training signatures, mean of the first -> last quarter of logged steps (seeds averaged; validity "
+              "and task reward unshaped, so IPS's scaled reward does not inflate them):", "",
+              "| method | validity | task reward | distinct valid / group (of 8) | pairwise diversity | entropy | "
+              "completion length |", "|---|---|---|---|---|---|---|"]
+    for label, m in data["methods"].items():
+        if not m["training"]:
+            continue
+        cells = []
+        for name in ("validity", "task reward", "distinct valid / group", "pairwise diversity", "entropy",
+                     "completion length"):
+            runs = [t["series"].get(name, []) for t in m["training"]]
+            start = np.nanmean([_window_mean(r, True) for r in runs]) if any(runs) else math.nan
+            end = np.nanmean([_window_mean(r, False) for r in runs]) if any(runs) else math.nan
+            cells.append(f"{start:.2f} -> {end:.2f}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if data["law_fits"]:
+        lines += ["", "Quality-diversity law (seed 002) per run, on per-step unshaped task reward: R = -a exp(c D) + b "
+                  "with D the pairwise diversity, and R = -a0 exp(c0 H) + b0 with H the entropy (95% bootstrap "
+                  "intervals; few points per run, so wide):", "", "| run | c [95% CI] | R^2 | c0 [95% CI] | R^2 |",
+                  "|---|---|---|---|---|"]
+        for fit in data["law_fits"]:
+            cells = []
+            for law in ("diversity", "entropy"):
+                f = fit[law]
+                cells += ([f"{f['c']:.2f} [{f['c_low']:.2f}, {f['c_high']:.2f}]", f"{f['r2']:.2f}"] if f else
+                          ["too few points", ""])
+            lines.append(f"| {fit['run']} | " + " | ".join(cells) + " |")
+    lines += ["", f"![recovery curves](benchmarks/results/{stem}_curves.png)",
+              f"![training signatures](benchmarks/results/{stem}_training.png)", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None) -> dict[str, Any]:
+    """Do every unfinished unit in plan order, rewriting the results after each; stop at the time budget."""
+    start = time.time()
+    units: list[tuple[str, int] | None] = [None, *plan(protocol)]  # None: the base model's evaluation
+    for number, unit in enumerate(units, start=1):
+        if budget_minutes is not None and time.time() - start > budget_minutes * 60:
+            print(f"time budget of {budget_minutes} min reached; rerun with --resume to continue", flush=True)
+            return write_results(protocol, state, out, complete=False)
+        label = "base" if unit is None else f"{unit[0]}-seed{unit[1]}"
+        print(f"[{number}/{len(units)}] {label}  (elapsed {time.time() - start:.0f} s)", flush=True)
+        if unit is None:
+            evaluate(protocol, "base", MODEL, state)
+        else:
+            evaluate(protocol, label, str(train(protocol, *unit, state)), state)
+        write_results(protocol, state, out, complete=False)
+    return write_results(protocol, state, out, complete=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="boolean, base/GRPO/IPS, 1 seed, 6 steps (~20 min)")
+    parser.add_argument("--task", choices=sorted(TASKS), help="HypoSpace task (default boolean)")
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), help="recipes to train (default: all)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="seeds for GRPO and IPS (others use the first)")
+    parser.add_argument("--steps", type=int, help="optimizer steps per run")
+    parser.add_argument("--samples", type=int, help="recovery samples per test instance")
+    parser.add_argument("--state", help="state directory (default benchmarks/state/hypospace_recovery[_quick]_TASK)")
+    parser.add_argument("--resume", action="store_true", help="continue the run kept in --state")
+    parser.add_argument("--budget-minutes", type=float, help="start no new unit after this many minutes")
+    args = parser.parse_args()
+    protocol = QUICK if args.quick else Protocol()
+    overrides = {"task": args.task, "methods": tuple(args.methods) if args.methods else None,
+                 "seeds": tuple(args.seeds) if args.seeds else None, "steps": args.steps, "samples": args.samples}
+    protocol = Protocol(**{**protocol.__dict__, **{k: v for k, v in overrides.items() if v is not None}})
+    if protocol.steps < 1 or protocol.samples < 1 or not protocol.seeds:
+        raise SystemExit("--steps and --samples must be >= 1 and --seeds non-empty")
+    name = f"hypospace_recovery{'_quick' if args.quick else ''}"
+    name += "" if protocol.task == "boolean" else f"_{protocol.task}"
+    state = Path(args.state) if args.state else Path(__file__).parent / "state" / name
+    settings = state / "protocol.json"
+    recorded = json.dumps({k: v for k, v in protocol.__dict__.items()}, sort_keys=True, default=list)
+    if state.exists() and not args.resume:
+        raise SystemExit(f"{state} holds an earlier run: pass --resume to continue it, or delete it to start over")
+    if args.resume and settings.is_file() and json.loads(settings.read_text()) != json.loads(recorded):
+        raise SystemExit(f"{settings} was written with other settings; resume with the same flags or use --state")
+    state.mkdir(parents=True, exist_ok=True)
+    settings.write_text(recorded)
+    RESULTS.mkdir(exist_ok=True)
+    data = run(protocol, state, RESULTS / name, args.budget_minutes)
+    print(markdown(data, name))
+
+
+if __name__ == "__main__":
+    if importlib.util.find_spec("divrl") is None:
+        raise SystemExit("divrl is not installed in this Python environment: run it with .venv/bin/python (make bench)")
+    main()
