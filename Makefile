@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench lint
+.PHONY: install test demo bench bench-recovery report lint
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -31,6 +31,15 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/trainer_overhead.py
 	$(PY) benchmarks/population_overhead.py
 	$(PY) benchmarks/cpu_step.py
+	$(PY) benchmarks/report.py
+
+# The real-model recovery experiment: hours on 2 CPU cores. It keeps its state in benchmarks/state/ and
+# resumes where it stopped; results/hypospace_recovery.* are rewritten after every unit, then BENCHMARKS.md.
+bench-recovery: $(VENV)/.installed
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/hypospace_recovery.py --resume
+	$(PY) benchmarks/report.py
+
+report: $(VENV)/.installed
 	$(PY) benchmarks/report.py
 
 lint: $(VENV)/.installed

@@ -98,7 +98,7 @@ class Protocol:
     task: str = "boolean"
     methods: tuple[str, ...] = tuple(METHODS)
     seeds: tuple[int, ...] = (0, 1, 2)
-    steps: int = 24
+    steps: int = 16
     learning_rate: float = 2e-4
     samples: int = 16
     save_steps: int = 4
@@ -313,6 +313,7 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
     if curves:
         plot_recovery(curves, out.with_name(f"{stem}_curves.png"),
                       f"{setting.task} {setting.params}: held-out recovery, {MODEL}")
+    if any(m["training"] for m in methods.values()):
         plot_training(methods, out.with_name(f"{stem}_training.png"))
     data = {
         "benchmark": "hypospace_recovery",
