@@ -22,7 +22,8 @@ test: $(VENV)/.installed
 demo: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(VENV)/bin/divrl demo --out demo_out
 
-# Every benchmark, then BENCHMARKS.md from their result fragments (long: see each script's --help for --quick).
+# The machine benchmarks, then BENCHMARKS.md from every result fragment (the real-model recovery experiment,
+# hours long, is `make bench-recovery`; see each script's --help for --quick).
 bench: $(VENV)/.installed
 	$(PY) benchmarks/toy_reproduction.py
 	$(PY) benchmarks/toy_flowrl.py

@@ -384,6 +384,11 @@ def markdown(data: dict[str, Any], stem: str) -> str:
                 cells += ([f"{f['c']:.2f} [{f['c_low']:.2f}, {f['c_high']:.2f}]", f"{f['r2']:.2f}"] if f else
                           ["too few points", ""])
             lines.append(f"| {fit['run']} | " + " | ".join(cells) + " |")
+    lines += ["", "Reading notes: each training step draws one train instance, so per-step signals swing with the "
+              "instance (the plot shows them raw); training completions run to the token cap (no end-marker stop "
+              "during training), so completion length there is mostly the cap; population methods are evaluated "
+              "through the adapter a run saves at its top level (member 0, restarted from the soup at each "
+              "selection); wall time is training plus evaluation on a shared machine."]
     lines += ["", f"![recovery curves](benchmarks/results/{stem}_curves.png)",
               f"![training signatures](benchmarks/results/{stem}_training.png)", ""]
     return "\n".join(lines)
@@ -421,6 +426,7 @@ def main() -> None:
     parser.add_argument("--state", help="state directory (default benchmarks/state/hypospace_recovery[_quick]_TASK)")
     parser.add_argument("--resume", action="store_true", help="continue the run kept in --state")
     parser.add_argument("--budget-minutes", type=float, help="start no new unit after this many minutes")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the results from --state, run nothing")
     args = parser.parse_args()
     protocol = QUICK if args.quick else Protocol()
     overrides = {"task": args.task, "methods": tuple(args.methods) if args.methods else None,
@@ -433,6 +439,13 @@ def main() -> None:
     state = Path(args.state) if args.state else Path(__file__).parent / "state" / name
     settings = state / "protocol.json"
     recorded = json.dumps({k: v for k, v in protocol.__dict__.items()}, sort_keys=True, default=list)
+    if args.report_only:
+        if not state.is_dir():
+            raise SystemExit(f"--report-only: no state at {state}")
+        done = all((state / "eval" / f"{m}-seed{s}" / "recovery.json").is_file()
+                   for m in protocol.methods for s in protocol.seeds_for(m))
+        print(markdown(write_results(protocol, state, RESULTS / name, complete=done), name))
+        return
     if state.exists() and not args.resume:
         raise SystemExit(f"{state} holds an earlier run: pass --resume to continue it, or delete it to start over")
     if args.resume and settings.is_file() and json.loads(settings.read_text()) != json.loads(recorded):
