@@ -442,8 +442,8 @@ def main() -> None:
     if args.report_only:
         if not state.is_dir():
             raise SystemExit(f"--report-only: no state at {state}")
-        done = all((state / "eval" / f"{m}-seed{s}" / "recovery.json").is_file()
-                   for m in protocol.methods for s in protocol.seeds_for(m))
+        labels = ["base", *(f"{m}-seed{s}" for m, s in plan(protocol))]
+        done = all((state / "eval" / label / "recovery.json").is_file() for label in labels)
         print(markdown(write_results(protocol, state, RESULTS / name, complete=done), name))
         return
     if state.exists() and not args.resume:
