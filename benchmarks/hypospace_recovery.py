@@ -24,6 +24,7 @@ import datetime
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -63,7 +64,7 @@ class TaskSetting:
 
     @property
     def eval_args(self) -> list[str]:
-        """`divrl eval recovery` flags for the same task and the same train/test split as training."""
+        """`divrl eval recovery` flags for the task, split, prompts and temperature training used."""
         args = []
         for key, value in self.params.items():
             flag = f"--{key.replace('_', '-')}"
@@ -71,7 +72,11 @@ class TaskSetting:
                 args += [flag] if value else []
             else:
                 args += [flag, *map(str, value if isinstance(value, list) else [value])]
-        limit = self.recipe().get("instance_limit")
+        recipe = self.recipe()
+        args += ["--seed", str(recipe.get("split_seed", 0)), "--prompt-style", recipe.get("prompt_style", "auto"),
+                 "--n-exemplars", str(recipe.get("n_exemplars", 3)),
+                 "--temperature", str(recipe.get("temperature", 1.0))]
+        limit = recipe.get("instance_limit")
         return args + (["--limit", str(limit)] if limit is not None else [])
 
     @property
@@ -130,8 +135,11 @@ def _meta(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _checkpoint_steps(run: Path) -> list[int]:
-    return sorted(int(c.name.split("-")[1]) for c in run.glob("checkpoint-*") if c.name.split("-")[1].isdigit())
+def _resumable_checkpoint(run: Path) -> Path | None:
+    """The newest checkpoint written completely (a kill mid-save leaves one without its last files)."""
+    complete = [c for c in run.glob("checkpoint-*") if c.name.split("-")[1].isdigit()
+                and (c / "trainer_state.json").is_file() and (c / "divrl_state.pt").is_file()]
+    return max(complete, key=lambda c: int(c.name.split("-")[1]), default=None)
 
 
 def train(protocol: Protocol, method: str, seed: int, state: Path) -> Path:
@@ -139,19 +147,19 @@ def train(protocol: Protocol, method: str, seed: int, state: Path) -> Path:
     setting = TASKS[protocol.task]
     run = state / "runs" / f"{method}-seed{seed}"
     meta_path = run / "divrl_benchmark.json"
-    if (run / "adapter_config.json").is_file():
+    if (run / "trainer_state.json").is_file():  # `divrl train` writes it last, after the final model
         return run
     run.mkdir(parents=True, exist_ok=True)
-    done = _checkpoint_steps(run)
-    resume = ["--resume_from_checkpoint", "true"] if done else []
+    checkpoint = _resumable_checkpoint(run)
+    resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
     print(f"  training {method} seed {seed}: {protocol.steps} steps"
-          + (f", resuming after step {done[-1]}" if done else ""), flush=True)
+          + (f", resuming from {checkpoint.name}" if checkpoint else ""), flush=True)
     start = time.time()
     _divrl(["train", str(RECIPES / setting.task / f"{method}.yaml"), *setting.train_args,
             "--model_name_or_path", MODEL, "--max_steps", str(protocol.steps), "--seed", str(seed),
             "--learning_rate", str(protocol.learning_rate), "--max_completion_length", str(setting.max_new_tokens),
             "--logging_steps", "1", "--save_strategy", "steps", "--save_steps", str(protocol.save_steps),
-            "--save_total_limit", "1", "--output_dir", str(run), *resume, *protocol.extra_train_args],
+            "--save_total_limit", "2", "--output_dir", str(run), *resume, *protocol.extra_train_args],
            state / "log.txt")
     meta = _meta(meta_path)
     meta["train_seconds"] = meta.get("train_seconds", 0.0) + time.time() - start
@@ -214,22 +222,46 @@ def _window_mean(values: list[float], first: bool) -> float:
     return float(np.mean(window))
 
 
-def pool_method(label: str, evals: list[dict[str, Any]], resamples: int = 2000) -> dict[str, Any]:
-    """Pool seeds per instance (mean over seeds), then bootstrap instances: RR(n), validity, uniqueness."""
-    from divrl.tasks.hypospace.recovery import bootstrap_mean
+def per_instance_values(evals: list[dict[str, Any]]) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Instance ids and, per metric, an array (instances, seeds[, n]); distinct_valid = RR(n) x |H_O|."""
+    by_id = [{i["id"]: i for i in e["instances"]} for e in evals]
+    ids = sorted(by_id[0])
+    if any(sorted(run) != ids for run in by_id):
+        raise ValueError("the evaluations of one method cover different instances: were they run on other splits?")
+    values = {metric: np.array([[np.asarray(run[i][metric], dtype=float) for run in by_id] for i in ids])
+              for metric in ("curve", "validity", "uniqueness", "recovery")}
+    values["distinct_valid"] = np.array([[np.asarray(run[i]["curve"]) * run[i]["n_admissible"] for run in by_id]
+                                         for i in ids])
+    return ids, values
 
-    by_instance = [{i["id"]: i for i in e["instances"]} for e in evals]
-    ids = sorted(by_instance[0])
-    pooled = {}
-    for metric in ("curve", "validity", "uniqueness", "recovery"):
-        values = np.array([np.mean([np.asarray(run[i][metric], dtype=float) for run in by_instance], axis=0)
-                           for i in ids])
-        pooled[metric] = bootstrap_mean(values, resamples)
-    found = np.array([np.mean([np.asarray(run[i]["curve"]) * run[i]["n_admissible"] for run in by_instance], axis=0)
-                      for i in ids])
-    pooled["distinct_valid"] = bootstrap_mean(found, resamples)
-    per_seed_rr = [float(e["recovery"]["mean"]) for e in evals]
-    return {"label": label, "seeds": len(evals), "n_instances": len(ids), "per_seed_recovery": per_seed_rr, **pooled}
+
+def bootstrap_means(values: np.ndarray, instance_draws: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Hierarchical bootstrap of the mean of `values` (instances, seeds, ...): each resample draws instances
+    (rows of `instance_draws`, shared across methods so differences are paired) and, independently, seeds
+    with replacement, so the interval covers both test-set and training-seed variation."""
+    rng = np.random.default_rng(seed)
+    seeds = values.shape[1]
+    means = [values[rows][:, rng.integers(0, seeds, seeds)].mean(axis=(0, 1)) for rows in instance_draws]
+    return np.array(means)
+
+
+def _interval(mean: np.ndarray, samples: np.ndarray) -> dict[str, Any]:
+    low, high = np.percentile(samples, [2.5, 97.5], axis=0)
+    return {"mean": np.asarray(mean).tolist(), "ci_low": low.tolist(), "ci_high": high.tolist()}
+
+
+def pool_method(label: str, evals: list[dict[str, Any]], instance_draws: np.ndarray
+                ) -> tuple[dict[str, Any], np.ndarray]:
+    """Seeds and instances pooled: mean and hierarchical-bootstrap 95% interval of RR(n), validity,
+    uniqueness and distinct valid hypotheses found; also the bootstrap samples of the final RR."""
+    _, values = per_instance_values(evals)
+    summary: dict[str, Any] = {"label": label, "seeds": len(evals), "n_instances": len(values["recovery"]),
+                               "per_seed_recovery": values["recovery"].mean(axis=0).tolist()}
+    samples = {}
+    for metric, array in values.items():
+        samples[metric] = bootstrap_means(array, instance_draws)
+        summary[metric] = _interval(array.mean(axis=(0, 1)), samples[metric])
+    return summary, samples["recovery"]
 
 
 def law_fits(runs: list[Path]) -> list[dict[str, Any]]:
@@ -273,38 +305,63 @@ def _fmt_ci(stats: dict[str, Any], index: int | None = None) -> str:
     return f"{pick(stats['mean']):.3f} [{pick(stats['ci_low']):.3f}, {pick(stats['ci_high']):.3f}]"
 
 
+def compare(collected: dict[str, dict[str, Any]], resamples: int = 2000) -> dict[str, dict[str, Any]]:
+    """Pool each method's evaluations, with the instance resamples shared by all methods, and the paired
+    difference of its final RR to GRPO's (mean and 95% interval)."""
+    evaluated = {label: c for label, c in collected.items() if c["evals"]}
+    n_instances = {len(c["evals"][0]["instances"]) for c in evaluated.values()}
+    if len(n_instances) > 1:
+        raise ValueError(f"methods were evaluated on different numbers of instances: {sorted(n_instances)}")
+    n = n_instances.pop() if n_instances else 0
+    draws = np.random.default_rng(0).integers(0, n, (resamples, n))
+    methods, recovery_samples = {}, {}
+    for label, c in collected.items():
+        keep = {k: c[k] for k in ("training", "runs", "wall_seconds")}
+        if not c["evals"]:
+            methods[label] = {"label": label, "seeds": 0, **keep}
+            continue
+        summary, recovery_samples[label] = pool_method(label, c["evals"], draws)
+        methods[label] = {**summary, **keep}
+    reference = METHODS["grpo"]
+    if reference in recovery_samples:
+        for label, samples in recovery_samples.items():
+            if label == reference:
+                continue
+            difference = samples - recovery_samples[reference]
+            mean = methods[label]["recovery"]["mean"] - methods[reference]["recovery"]["mean"]
+            methods[label]["recovery_minus_grpo"] = _interval(np.array(mean), difference)
+    return methods
+
+
 def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) -> dict[str, Any]:
     """Aggregate everything finished under `state` into `<out>.json`, `<out>.md` and the two plots."""
     from divrl.tasks.hypospace.recovery import plot_recovery
 
     setting = TASKS[protocol.task]
-    methods: dict[str, dict[str, Any]] = {}
-    base_eval = state / "eval" / "base" / "recovery.json"
-    if base_eval.is_file():
+    collected: dict[str, dict[str, Any]] = {}  # label -> evals, training, runs, wall seconds
+    if (state / "eval" / "base" / "recovery.json").is_file():
         base = evaluate(protocol, "base", MODEL, state)
-        methods["base model"] = {**pool_method("base model", [base]), "training": [],
-                                 "wall_seconds": base.get("eval_seconds", math.nan), "runs": []}
+        collected["base model"] = {"evals": [base], "training": [], "runs": [],
+                                   "wall_seconds": base.get("eval_seconds", math.nan)}
     for method in protocol.methods:
-        evals, training, runs, wall = [], [], [], 0.0
+        entry: dict[str, Any] = {"evals": [], "training": [], "runs": [], "wall_seconds": 0.0}
         for seed in protocol.seeds_for(method):
             run = state / "runs" / f"{method}-seed{seed}"
             if not run.is_dir():
                 continue
             signals = training_signals(run)
             label = f"{method}-seed{seed}"
-            finished = (state / "eval" / label / "recovery.json").is_file()
-            training.append({"seed": seed, "steps": signals["steps"], "evaluated": finished, **signals})
-            wall += _meta(run / "divrl_benchmark.json").get("train_seconds", 0.0)
-            if finished:
-                entry = evaluate(protocol, label, str(run), state)
-                evals.append(entry)
-                runs.append(run)
-                wall += entry.get("eval_seconds", 0.0)
-        if not training:
-            continue
-        summary = pool_method(METHODS[method], evals) if evals else {"label": METHODS[method], "seeds": 0}
-        methods[METHODS[method]] = {**summary, "training": training, "wall_seconds": wall,
-                                    "runs": [r.name for r in runs]}
+            evaluated = (state / "eval" / label / "recovery.json").is_file()
+            entry["training"].append({"seed": seed, "steps": signals["steps"], "evaluated": evaluated, **signals})
+            entry["wall_seconds"] += _meta(run / "divrl_benchmark.json").get("train_seconds", 0.0)
+            if evaluated:
+                result = evaluate(protocol, label, str(run), state)
+                entry["evals"].append(result)
+                entry["runs"].append(run.name)
+                entry["wall_seconds"] += result.get("eval_seconds", 0.0)
+        if entry["training"]:
+            collected[METHODS[method]] = entry
+    methods = compare(collected)
     finished = [state / "runs" / f"{m}-seed{s}" for m in MULTI_SEED if m in protocol.methods
                 for s in protocol.seeds_for(m)]
     fits = law_fits([r for r in finished if (r / "trainer_state.json").is_file()])
@@ -318,7 +375,7 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
     data = {
         "benchmark": "hypospace_recovery",
         "date": datetime.date.today().isoformat(),
-        "machine": {"cpu": cpu_model(), "device": "CPU"},
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "device": "CPU"},
         "complete": complete,
         "protocol": {"model": MODEL, "task": setting.task, "params": setting.params, "steps": protocol.steps,
                      "learning_rate": protocol.learning_rate, "samples": protocol.samples, "seeds": protocol.seeds,
@@ -338,27 +395,35 @@ def markdown(data: dict[str, Any], stem: str) -> str:
     lines = [
         "## Real-model recovery on HypoSpace (benchmarks/hypospace_recovery.py)",
         "",
-        f"{p['model']} (LoRA r=16, fp32) on {data['machine']['cpu']} (CPU, 2 cores), {data['date']}. Status: "
+        f"{p['model']} (LoRA r=16, fp32) on {data['machine']['cpu']} (CPU, {data['machine']['cores']} cores), "
+        f"{data['date']}. Status: "
         f"{status}. Task {p['task']} {p['params']}: train on the train split, evaluate {p['samples']} parallel "
         f"samples per held-out test instance. Equal budget per run: {p['steps']} optimizer steps of one group of 8 "
         f"completions (<= {p['max_new_tokens']} tokens), learning rate {p['learning_rate']}, each method's CPU "
-        f"recipe otherwise. Seeds pooled per instance; 95% bootstrap intervals over instances.",
+        f"recipe otherwise (population methods: K=3 members share those steps, so the evaluated member trains "
+        f"about a third of them, plus the selection's extra samples). Intervals: 95% hierarchical bootstrap "
+        f"(test instances, and training seeds within a method), so they cover seed-to-seed variation where "
+        f"there are several seeds and cannot where there is one; RR - GRPO is paired on the same instance "
+        f"resamples.",
         "",
-        f"| method | seeds | steps done | RR@{p['samples']} [95% CI] | RR@{p['samples']} per seed | validity | "
+        f"| method | seeds | steps done | RR@{p['samples']} [95% CI] | RR - GRPO [95% CI] | RR per seed | validity | "
         f"uniqueness | distinct valid found | wall (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, m in data["methods"].items():
         steps = ", ".join(str(t["steps"]) + ("" if t["evaluated"] else " (not evaluated)") for t in m["training"])
         if not m.get("seeds"):
-            lines.append(f"| {label} | 0 | {steps} | not evaluated yet | | | | | |")
+            lines.append(f"| {label} | 0 | {steps} | not evaluated yet | | | | | | |")
             continue
         per_seed = ", ".join(f"{v:.3f}" for v in m["per_seed_recovery"])
-        lines.append(f"| {label} | {m['seeds']} | {steps or '0 (untrained)'} | {_fmt_ci(m['recovery'])} | {per_seed} | "
+        versus = _fmt_ci(m["recovery_minus_grpo"]) if "recovery_minus_grpo" in m else ""
+        lines.append(f"| {label} | {m['seeds']} | {steps or '0 (untrained)'} | {_fmt_ci(m['recovery'])} | {versus} | "
+                     f"{per_seed} | "
                      f"{_fmt_ci(m['validity'])} | {m['uniqueness']['mean']:.3f} | "
                      f"{m['distinct_valid']['mean'][-1]:.2f} | {m['wall_seconds']:.0f} |")
-    lines += ["", "Training signatures, mean of the first -> last quarter of logged steps (seeds averaged; validity "
-              "and task reward unshaped, so IPS's scaled reward does not inflate them):", "",
+    lines += ["", "Training signatures, mean of the first -> last quarter of logged steps (seeds averaged). Validity "
+              "and task reward (validity + the recipes' 0.2 format reward) are taken before IPS / QD / novelty "
+              "shaping, so they compare across methods:", "",
               "| method | validity | task reward | distinct valid / group (of 8) | pairwise diversity | entropy | "
               "completion length |", "|---|---|---|---|---|---|---|"]
     for label, m in data["methods"].items():
@@ -373,7 +438,8 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             cells.append(f"{start:.2f} -> {end:.2f}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     if data["law_fits"]:
-        lines += ["", "Quality-diversity law (seed 002) per run, on per-step unshaped task reward: R = -a exp(c D) + b "
+        lines += ["", "Quality-diversity law (seed 002) per run, on per-step task reward before shaping: "
+                  "R = -a exp(c D) + b "
                   "with D the pairwise diversity, and R = -a0 exp(c0 H) + b0 with H the entropy (95% bootstrap "
                   "intervals; few points per run, so wide):", "", "| run | c [95% CI] | R^2 | c0 [95% CI] | R^2 |",
                   "|---|---|---|---|---|"]
@@ -440,8 +506,10 @@ def main() -> None:
     settings = state / "protocol.json"
     recorded = json.dumps({k: v for k, v in protocol.__dict__.items()}, sort_keys=True, default=list)
     if args.report_only:
-        if not state.is_dir():
-            raise SystemExit(f"--report-only: no state at {state}")
+        if not settings.is_file():
+            raise SystemExit(f"--report-only: no run recorded at {state} (no protocol.json)")
+        recorded_fields = json.loads(settings.read_text())
+        protocol = Protocol(**{k: tuple(v) if isinstance(v, list) else v for k, v in recorded_fields.items()})
         labels = ["base", *(f"{m}-seed{s}" for m, s in plan(protocol))]
         done = all((state / "eval" / label / "recovery.json").is_file() for label in labels)
         print(markdown(write_results(protocol, state, RESULTS / name, complete=done), name))

@@ -1,10 +1,13 @@
-"""The real-model recovery benchmark's aggregation: seeds pooled per instance, then bootstrapped over instances."""
+"""The real-model recovery benchmark: train and evaluation see the same task and split, and its statistics
+(seeds pooled per instance, hierarchical bootstrap, paired differences to GRPO) are right."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -12,22 +15,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import hypospace_recovery as bench  # noqa: E402
 
 
-def _eval(curves: dict[str, list[float]], admissible: int = 4) -> dict:
-    instances = [{"id": i, "n_admissible": admissible, "curve": c, "recovery": c[-1], "validity": c[-1] / 2,
-                  "uniqueness": 0.5} for i, c in curves.items()]
-    return {"instances": instances, "recovery": {"mean": sum(c[-1] for c in curves.values()) / len(curves)}}
+def _eval(records: dict[str, tuple[list[float], int]]) -> dict:
+    """An evaluation entry: per instance id, its RR curve and |H_O| (validity, uniqueness derived from them)."""
+    instances = [{"id": i, "n_admissible": size, "curve": curve, "recovery": curve[-1], "validity": curve[-1] / 2,
+                  "uniqueness": curve[0]} for i, (curve, size) in records.items()]
+    return {"instances": instances}
 
 
 def test_pool_method_averages_seeds_within_instances() -> None:
-    seed0 = _eval({"a": [0.25, 0.5], "b": [0.0, 0.25]})
-    seed1 = _eval({"b": [0.25, 0.75], "a": [0.25, 1.0]})  # instance order does not matter
-    pooled = bench.pool_method("IPS", [seed0, seed1], resamples=200)
-    assert pooled["seeds"] == 2 and pooled["n_instances"] == 2
-    assert pooled["curve"]["mean"] == pytest.approx([(0.25 + 0.125) / 2, (0.75 + 0.5) / 2])
-    assert pooled["distinct_valid"]["mean"][-1] == pytest.approx(4 * (0.75 + 0.5) / 2)
-    assert pooled["per_seed_recovery"] == [0.375, 0.875]
-    low, high = pooled["recovery"]["ci_low"], pooled["recovery"]["ci_high"]
-    assert 0.5 <= low <= 0.625 <= high <= 0.75  # the two pooled instances: 0.75 and 0.5
+    seed0 = _eval({"a": ([0.25, 0.5], 4), "b": ([0.0, 0.2], 10)})
+    seed1 = _eval({"b": ([0.2, 0.6], 10), "a": ([0.25, 1.0], 4)})  # instance order does not matter
+    draws = np.random.default_rng(0).integers(0, 2, (200, 2))
+    pooled, samples = bench.pool_method("IPS", [seed0, seed1], draws)
+    assert pooled["seeds"] == 2 and pooled["n_instances"] == 2 and samples.shape == (200,)
+    assert pooled["curve"]["mean"] == pytest.approx([(0.25 + 0.1) / 2, (0.75 + 0.4) / 2])
+    assert pooled["validity"]["mean"] == pytest.approx((0.75 + 0.4) / 4)
+    assert pooled["uniqueness"]["mean"] == pytest.approx((0.25 + 0.1) / 2)
+    assert pooled["distinct_valid"]["mean"][-1] == pytest.approx((4 * 0.75 + 10 * 0.4) / 2)  # |H_O| per instance
+    assert pooled["per_seed_recovery"] == pytest.approx([0.35, 0.8])
+
+
+def test_intervals_cover_seed_variation() -> None:
+    # Both instances give 0 under seed 0 and 1 under seed 1: resampling instances alone would see no spread.
+    values = np.array([[0.0, 1.0], [0.0, 1.0]])
+    draws = np.random.default_rng(0).integers(0, 2, (400, 2))
+    means = bench.bootstrap_means(values, draws)
+    assert set(np.round(means, 6)) == {0.0, 0.5, 1.0}
+
+
+def test_differences_to_grpo_are_paired_on_instances() -> None:
+    rng = np.random.default_rng(1)
+    rr = rng.uniform(0, 0.8, size=12)  # instances differ a lot; IPS is GRPO + 0.1 on every one of them
+    grpo = _eval({f"i{k}": ([r], 5) for k, r in enumerate(rr)})
+    ips = _eval({f"i{k}": ([r + 0.1], 5) for k, r in enumerate(rr)})
+    collected = {label: {"evals": [e], "training": [], "runs": [], "wall_seconds": 0.0}
+                 for label, e in (("GRPO", grpo), ("IPS-GRPO", ips))}
+    methods = bench.compare(collected, resamples=300)
+    difference = methods["IPS-GRPO"]["recovery_minus_grpo"]
+    assert difference["mean"] == pytest.approx(0.1)
+    assert difference["ci_low"] == pytest.approx(0.1) and difference["ci_high"] == pytest.approx(0.1)
+    assert methods["IPS-GRPO"]["recovery"]["ci_high"] - methods["IPS-GRPO"]["recovery"]["ci_low"] > 0.1
+    assert "recovery_minus_grpo" not in methods["GRPO"]
 
 
 def test_plan_puts_the_multi_seed_comparison_first() -> None:
@@ -35,12 +63,28 @@ def test_plan_puts_the_multi_seed_comparison_first() -> None:
     assert bench.plan(protocol) == [("grpo", 0), ("ips", 0), ("grpo", 1), ("ips", 1), ("qd", 0)]
 
 
-def test_task_settings_become_cli_flags() -> None:
-    voxel, boolean, causal = (bench.TASKS[name] for name in ("voxel", "boolean", "causal"))
-    assert voxel.eval_args == ["--grid", "3", "--max-height", "3", "--max-blocks", "3", "--limit", "100"]
-    assert boolean.train_args == ["--task_arg", "operators=basic"]
-    assert boolean.eval_args[:2] == ["--operators", "basic"]
-    assert causal.eval_args[causal.eval_args.index("--observations") + 1] == "3"
-    for setting in bench.TASKS.values():
-        for method in bench.METHODS:
-            assert (bench.RECIPES / setting.task / f"{method}.yaml").is_file()
+@pytest.mark.parametrize("name", ["voxel", "boolean"])
+def test_evaluation_uses_the_training_task_and_its_held_out_split(name: str, tmp_path: Path) -> None:
+    from divrl.task import build_task
+    from divrl.tasks.hypospace import recovery_cli
+    from divrl.tasks.hypospace.cli import task_from_args
+    from divrl.train import parse_recipe, task_args_with_overrides
+
+    setting = bench.TASKS[name]
+    script, _, _ = parse_recipe(["--config", str(bench.RECIPES / setting.task / "ips.yaml"), *setting.train_args,
+                                 "--output_dir", str(tmp_path)])
+    train_task = build_task(script.task, **task_args_with_overrides(script))
+    train_ids = set(train_task.train_dataset(split="train", style="base", seed=script.split_seed,
+                                             limit=script.instance_limit, n_exemplars=script.n_exemplars)["id"])
+
+    parser = argparse.ArgumentParser()
+    recovery_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["recovery", "--model", "m", "--task", setting.task, *setting.eval_args, "--out", "o"])
+    eval_task = task_from_args(args.task, args)
+    test_ids = {i.id for i in eval_task.split("test", args.seed, args.test_fraction, args.limit)}
+
+    assert eval_task.params == train_task.params
+    assert (args.prompt_style, args.n_exemplars, args.temperature) == ("base", script.n_exemplars, 1.0)
+    assert train_ids and test_ids and not train_ids & test_ids
+    kept = min(script.instance_limit or 10**9, len(train_task.split("all")))
+    assert len(train_ids | test_ids) == kept
