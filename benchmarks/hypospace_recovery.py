@@ -235,6 +235,22 @@ def per_instance_values(evals: list[dict[str, Any]]) -> tuple[list[str], dict[st
     return ids, values
 
 
+def concentration(evals: list[dict[str, Any]]) -> dict[str, float]:
+    """Where the samples go, averaged over seeds: the share of an instance's samples taken by its most
+    frequent answer, and the number of distinct readable answers over all test instances together (a
+    policy that writes the same answer whatever the observation has few)."""
+    modal, overall = [], []
+    for entry in evals:
+        answers: set[str] = set()
+        for instance in entry["instances"]:
+            readable = [p for p in instance["proposals"] if p is not None]
+            answers.update(readable)
+            top = max((readable.count(p) for p in set(readable)), default=0)
+            modal.append(top / len(instance["proposals"]))
+        overall.append(len(answers))
+    return {"modal_share": float(np.mean(modal)), "distinct_answers_overall": float(np.mean(overall))}
+
+
 def bootstrap_means(values: np.ndarray, instance_draws: np.ndarray, seed: int = 0) -> np.ndarray:
     """Hierarchical bootstrap of the mean of `values` (instances, seeds, ...): each resample draws instances
     (rows of `instance_draws`, shared across methods so differences are paired) and, independently, seeds
@@ -256,7 +272,7 @@ def pool_method(label: str, evals: list[dict[str, Any]], instance_draws: np.ndar
     uniqueness and distinct valid hypotheses found; also the bootstrap samples of the final RR."""
     _, values = per_instance_values(evals)
     summary: dict[str, Any] = {"label": label, "seeds": len(evals), "n_instances": len(values["recovery"]),
-                               "per_seed_recovery": values["recovery"].mean(axis=0).tolist()}
+                               "per_seed_recovery": values["recovery"].mean(axis=0).tolist(), **concentration(evals)}
     samples = {}
     for metric, array in values.items():
         samples[metric] = bootstrap_means(array, instance_draws)
@@ -407,20 +423,21 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         f"resamples.",
         "",
         f"| method | seeds | steps done | RR@{p['samples']} [95% CI] | RR - GRPO [95% CI] | RR per seed | validity | "
-        f"uniqueness | distinct valid found | wall (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"uniqueness | distinct valid found | modal share | distinct answers, all instances | wall (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, m in data["methods"].items():
         steps = ", ".join(str(t["steps"]) + ("" if t["evaluated"] else " (not evaluated)") for t in m["training"])
         if not m.get("seeds"):
-            lines.append(f"| {label} | 0 | {steps} | not evaluated yet | | | | | | |")
+            lines.append(f"| {label} | 0 | {steps} | not evaluated yet | | | | | | | | |")
             continue
         per_seed = ", ".join(f"{v:.3f}" for v in m["per_seed_recovery"])
         versus = _fmt_ci(m["recovery_minus_grpo"]) if "recovery_minus_grpo" in m else ""
         lines.append(f"| {label} | {m['seeds']} | {steps or '0 (untrained)'} | {_fmt_ci(m['recovery'])} | {versus} | "
                      f"{per_seed} | "
                      f"{_fmt_ci(m['validity'])} | {m['uniqueness']['mean']:.3f} | "
-                     f"{m['distinct_valid']['mean'][-1]:.2f} | {m['wall_seconds']:.0f} |")
+                     f"{m['distinct_valid']['mean'][-1]:.2f} | {m['modal_share']:.2f} | "
+                     f"{m['distinct_answers_overall']:.1f} | {m['wall_seconds']:.0f} |")
     lines += ["", "Training signatures, mean of the first -> last quarter of logged steps (seeds averaged). Validity "
               "and task reward (validity + the recipes' 0.2 format reward) are taken before IPS / QD / novelty "
               "shaping, so they compare across methods:", "",
@@ -450,6 +467,10 @@ def markdown(data: dict[str, Any], stem: str) -> str:
                 cells += ([f"{f['c']:.2f} [{f['c_low']:.2f}, {f['c_high']:.2f}]", f"{f['r2']:.2f}"] if f else
                           ["too few points", ""])
             lines.append(f"| {fit['run']} | " + " | ".join(cells) + " |")
+    lines += ["", "Modal share: the share of an instance's samples taken by its most frequent answer (mean over "
+              "instances); distinct answers, all instances: how many different readable answers the model wrote "
+              "over the whole test split (mean over seeds). Both show whether a policy answers the observation "
+              "or writes one expression whatever it is shown."]
     lines += ["", "Reading notes: each training step draws one train instance, so per-step signals swing with the "
               "instance (the plot shows them raw); training completions run to the token cap (no end-marker stop "
               "during training), so completion length there is mostly the cap; population methods are evaluated "

@@ -18,7 +18,7 @@ import hypospace_recovery as bench  # noqa: E402
 def _eval(records: dict[str, tuple[list[float], int]]) -> dict:
     """An evaluation entry: per instance id, its RR curve and |H_O| (validity, uniqueness derived from them)."""
     instances = [{"id": i, "n_admissible": size, "curve": curve, "recovery": curve[-1], "validity": curve[-1] / 2,
-                  "uniqueness": curve[0]} for i, (curve, size) in records.items()]
+                  "uniqueness": curve[0], "proposals": ["OR(x,y)", None]} for i, (curve, size) in records.items()]
     return {"instances": instances}
 
 
@@ -88,3 +88,11 @@ def test_evaluation_uses_the_training_task_and_its_held_out_split(name: str, tmp
     assert train_ids and test_ids and not train_ids & test_ids
     kept = min(script.instance_limit or 10**9, len(train_task.split("all")))
     assert len(train_ids | test_ids) == kept
+
+
+def test_concentration_counts_modal_share_and_answers_over_all_instances() -> None:
+    one = {"instances": [{"proposals": ["a", "a", "b", None]}, {"proposals": ["a", None, None, None]}]}
+    two = {"instances": [{"proposals": ["c", "d", "e", "f"]}, {"proposals": [None, None, None, None]}]}
+    result = bench.concentration([one, two])
+    assert result["modal_share"] == pytest.approx((0.5 + 0.25 + 0.25 + 0.0) / 4)
+    assert result["distinct_answers_overall"] == pytest.approx((2 + 4) / 2)
