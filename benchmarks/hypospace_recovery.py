@@ -323,7 +323,7 @@ def _fmt_ci(stats: dict[str, Any], index: int | None = None) -> str:
 
 def compare(collected: dict[str, dict[str, Any]], resamples: int = 2000) -> dict[str, dict[str, Any]]:
     """Pool each method's evaluations, with the instance resamples shared by all methods, and the paired
-    difference of its final RR to GRPO's (mean and 95% interval)."""
+    difference of its final RR to GRPO's on the same seeds (mean and 95% interval)."""
     evaluated = {label: c for label, c in collected.items() if c["evals"]}
     n_instances = {len(c["evals"][0]["instances"]) for c in evaluated.values()}
     if len(n_instances) > 1:
@@ -338,14 +338,19 @@ def compare(collected: dict[str, dict[str, Any]], resamples: int = 2000) -> dict
             continue
         summary, recovery_samples[label] = pool_method(label, c["evals"], draws)
         methods[label] = {**summary, **keep}
-    reference = METHODS["grpo"]
-    if reference in recovery_samples:
-        for label, samples in recovery_samples.items():
-            if label == reference:
+    reference = collected.get(METHODS["grpo"])
+    if reference and reference["evals"]:
+        for label, c in evaluated.items():
+            if label == METHODS["grpo"]:
                 continue
-            difference = samples - recovery_samples[reference]
-            mean = methods[label]["recovery"]["mean"] - methods[reference]["recovery"]["mean"]
-            methods[label]["recovery_minus_grpo"] = _interval(np.array(mean), difference)
+            # Seed-matched: a one-seed method is compared with GRPO's run of that seed (the base model,
+            # which has no training seed, with all of GRPO's).
+            matched = [e for e, seed in zip(reference["evals"], reference["eval_seeds"], strict=True)
+                       if seed in c["eval_seeds"]] or reference["evals"]
+            grpo, grpo_samples = pool_method(METHODS["grpo"], matched, draws)
+            mean = methods[label]["recovery"]["mean"] - grpo["recovery"]["mean"]
+            methods[label]["recovery_minus_grpo"] = _interval(np.array(mean), recovery_samples[label] - grpo_samples)
+            methods[label]["grpo_seeds_compared"] = len(matched)
     return methods
 
 
@@ -357,10 +362,10 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
     collected: dict[str, dict[str, Any]] = {}  # label -> evals, training, runs, wall seconds
     if (state / "eval" / "base" / "recovery.json").is_file():
         base = evaluate(protocol, "base", MODEL, state)
-        collected["base model"] = {"evals": [base], "training": [], "runs": [],
+        collected["base model"] = {"evals": [base], "eval_seeds": [], "training": [], "runs": [],
                                    "wall_seconds": base.get("eval_seconds", math.nan)}
     for method in protocol.methods:
-        entry: dict[str, Any] = {"evals": [], "training": [], "runs": [], "wall_seconds": 0.0}
+        entry: dict[str, Any] = {"evals": [], "eval_seeds": [], "training": [], "runs": [], "wall_seconds": 0.0}
         for seed in protocol.seeds_for(method):
             run = state / "runs" / f"{method}-seed{seed}"
             if not run.is_dir():
@@ -374,6 +379,7 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
                 result = evaluate(protocol, label, str(run), state)
                 entry["evals"].append(result)
                 entry["runs"].append(run.name)
+                entry["eval_seeds"].append(seed)
                 entry["wall_seconds"] += result.get("eval_seconds", 0.0)
         if entry["training"]:
             collected[METHODS[method]] = entry
@@ -420,9 +426,11 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         f"about a third of them, plus the selection's extra samples). Intervals: 95% hierarchical bootstrap "
         f"(test instances, and training seeds within a method), so they cover seed-to-seed variation where "
         f"there are several seeds and cannot where there is one; RR - GRPO is paired on the same instance "
-        f"resamples.",
+        f"resamples and compares with GRPO's runs of the same seeds (a one-seed method with GRPO seed "
+        f"{p['seeds'][0]}; the base model with all GRPO seeds), since seeds differ a lot.",
         "",
-        f"| method | seeds | steps done | RR@{p['samples']} [95% CI] | RR - GRPO [95% CI] | RR per seed | validity | "
+        f"| method | seeds | steps done | RR@{p['samples']} [95% CI] | RR - GRPO, same seeds [95% CI] | RR per seed | "
+        f"validity | "
         f"uniqueness | distinct valid found | modal share | distinct answers, all instances | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]

@@ -48,7 +48,7 @@ def test_differences_to_grpo_are_paired_on_instances() -> None:
     rr = rng.uniform(0, 0.8, size=12)  # instances differ a lot; IPS is GRPO + 0.1 on every one of them
     grpo = _eval({f"i{k}": ([r], 5) for k, r in enumerate(rr)})
     ips = _eval({f"i{k}": ([r + 0.1], 5) for k, r in enumerate(rr)})
-    collected = {label: {"evals": [e], "training": [], "runs": [], "wall_seconds": 0.0}
+    collected = {label: {"evals": [e], "eval_seeds": [0], "training": [], "runs": [], "wall_seconds": 0.0}
                  for label, e in (("GRPO", grpo), ("IPS-GRPO", ips))}
     methods = bench.compare(collected, resamples=300)
     difference = methods["IPS-GRPO"]["recovery_minus_grpo"]
@@ -96,3 +96,15 @@ def test_concentration_counts_modal_share_and_answers_over_all_instances() -> No
     result = bench.concentration([one, two])
     assert result["modal_share"] == pytest.approx((0.5 + 0.25 + 0.25 + 0.0) / 4)
     assert result["distinct_answers_overall"] == pytest.approx((2 + 4) / 2)
+
+
+def test_one_seed_methods_are_compared_with_grpo_on_the_same_seed() -> None:
+    grpo_seeds = [_eval({"i": ([rr], 5), "j": ([rr], 5)}) for rr in (0.6, 0.1, 0.2)]
+    qd = _eval({"i": ([0.5], 5), "j": ([0.5], 5)})
+    collected = {"GRPO": {"evals": grpo_seeds, "eval_seeds": [0, 1, 2], "training": [], "runs": [], "wall_seconds": 0},
+                 "QD-GRPO": {"evals": [qd], "eval_seeds": [0], "training": [], "runs": [], "wall_seconds": 0},
+                 "base model": {"evals": [qd], "eval_seeds": [], "training": [], "runs": [], "wall_seconds": 0}}
+    methods = bench.compare(collected, resamples=100)
+    assert methods["QD-GRPO"]["recovery_minus_grpo"]["mean"] == pytest.approx(0.5 - 0.6)  # seed 0 only
+    assert methods["QD-GRPO"]["grpo_seeds_compared"] == 1
+    assert methods["base model"]["recovery_minus_grpo"]["mean"] == pytest.approx(0.5 - 0.3)  # all three
