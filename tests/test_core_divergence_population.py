@@ -17,6 +17,7 @@ from divrl.core import (
     mean_pairwise_cosine_distance,
     outcome_entropy,
     per_token_divergence,
+    policy_sample_divergence_loss,
     perturb_,
     project_to_rank,
     select_top,
@@ -65,6 +66,52 @@ def test_estimators_agree_in_expectation_with_exact_values(two_distributions, ki
     values = per_token_divergence(pi.log()[support], mu.log()[support], kind, samples_from=source)
     assert float((sampler * values).sum()) == pytest.approx(float(exact_divergence(pi, mu, kind)), rel=1e-9)
     assert (values >= -1e-12).all()  # every per-token value is non-negative
+
+
+def _expected_surrogate_gradient(logits, reference, kind, behaviour=None):
+    """d/dlogits of E_{y ~ behaviour}[loss(y)], the expectation taken exactly over the 6 outcomes."""
+    logp = torch.log_softmax(logits, 0)
+    sampler = logp.exp().detach() if behaviour is None else behaviour
+    weight = None if behaviour is None else logp.exp().detach() / behaviour
+    loss = policy_sample_divergence_loss(logp, reference.log(), kind, sample_weight=weight)
+    return torch.autograd.grad((sampler * loss).sum(), logits)[0]
+
+
+@pytest.mark.parametrize("kind", DIVERGENCES)
+def test_policy_sample_loss_has_the_divergence_gradient(two_distributions, kind):
+    pi, mu = two_distributions
+    logits = pi.log().clone().requires_grad_(True)
+    exact = torch.autograd.grad(exact_divergence(torch.softmax(logits, 0), mu, kind), logits)[0]
+    assert torch.allclose(_expected_surrogate_gradient(logits, mu, kind), exact, atol=1e-12)
+    # Samples from another policy, reweighted by pi / pi_old, give the same expected gradient.
+    old = torch.softmax(torch.linspace(-1.0, 1.0, 6, dtype=torch.float64), 0)
+    assert torch.allclose(_expected_surrogate_gradient(logits, mu, kind, behaviour=old), exact, atol=1e-12)
+    # Its value is the estimate itself; the pathwise gradient of the estimate alone is a different vector.
+    logp = torch.log_softmax(logits, 0)
+    assert torch.allclose(policy_sample_divergence_loss(logp, mu.log(), kind),
+                          per_token_divergence(logp, mu.log(), kind))
+    pathwise = torch.autograd.grad((pi * per_token_divergence(logp, mu.log(), kind)).sum(), logits)[0]
+    assert not torch.allclose(pathwise, exact, atol=1e-6)
+
+
+def test_k3_as_loss_has_the_forward_kl_gradient(two_distributions):
+    """Why divrl does not train on k3 directly: its pathwise gradient is the forward KL's (documented)."""
+    pi, mu = two_distributions
+    logits = pi.log().clone().requires_grad_(True)
+    logp = torch.log_softmax(logits, 0)
+    pathwise = torch.autograd.grad((pi * per_token_divergence(logp, mu.log(), "reverse_kl")).sum(), logits)[0]
+    forward = torch.autograd.grad(exact_divergence(torch.softmax(logits, 0), mu, "forward_kl"), logits)[0]
+    assert torch.allclose(pathwise, forward, atol=1e-12)
+
+
+def test_exact_divergence_refuses_zero_policy_mass_and_shape_mismatch():
+    with pytest.raises(ValueError, match="p_policy > 0"):
+        exact_divergence(torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]), "forward_kl")
+    with pytest.raises(ValueError, match="shape"):
+        exact_divergence(torch.tensor([1.0]), torch.tensor([0.5, 0.5]), "js")
+    # Outcomes neither distribution takes contribute nothing.
+    value = exact_divergence(torch.tensor([0.5, 0.5, 0.0]), torch.tensor([0.25, 0.75, 0.0]), "reverse_kl")
+    assert float(value) == pytest.approx(0.5 * math.log(2) + 0.5 * math.log(0.5 / 0.75))
 
 
 def test_reverse_kl_on_policy_samples_is_trl_k3():

@@ -200,7 +200,8 @@ def _generator(kind: str, rho: torch.Tensor) -> torch.Tensor:
     return (rho**a - 1 - a * (rho - 1)) / (a * (a - 1))
 
 
-def test_reverse_kl_equals_trl_beta_term(tiny_qwen3: Path, tmp_path: Path) -> None:
+def test_reverse_kl_value_equals_trl_beta_term(tiny_qwen3: Path, tmp_path: Path) -> None:
+    """Same estimate as TRL's k3 term; the gradients differ (TRL's is the forward KL's, see core.divergence)."""
     from trl import GRPOConfig, GRPOTrainer
 
     from divrl import DivRLTrainer
@@ -251,6 +252,21 @@ def test_policy_sample_divergence_matches_direct_computation(kind: str, tiny_qwe
     trainer.args.divergence_coef = 0.0  # same inputs, no divergence term: the loss drops by coef x value
     loss_without = super(DivRLTrainer, trainer)._compute_loss(trainer.model, inputs).item()
     assert loss_with - loss_without == pytest.approx(0.3 * value, rel=1e-4)
+
+    # Its gradient is the score-function one, (f - rho f') d log pi per token, not the pathwise gradient of f.
+    trainer.args.divergence_coef = 0.3
+    lora = [p for n, p in trainer.model.named_parameters() if "lora_" in n]
+    term = trainer.compute_loss(trainer.model, inputs) - super(DivRLTrainer, trainer)._compute_loss(trainer.model, inputs)
+    got = torch.autograd.grad(term, lora)
+    logits = trainer.model(input_ids=input_ids, attention_mask=attention).logits.float()[:, -width - 1 : -1]
+    policy = torch.log_softmax(logits, dim=-1).gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
+    log_rho = (reference - policy).detach()
+    rho = log_rho.exp()
+    derivative = torch.autograd.functional.jacobian(lambda r: _generator(kind, r).sum(), rho)
+    score = (_generator(kind, rho) - rho * derivative) * mask  # (f(rho) - rho f'(rho)) per token
+    want = torch.autograd.grad(0.3 * (score * policy).sum() / mask.sum(), lora)
+    for g, w in zip(got, want, strict=True):
+        assert torch.allclose(g, w, rtol=1e-3, atol=1e-7)
 
 
 def test_rehearsal_divergence_on_reference_samples(tiny_qwen3: Path, tmp_path: Path) -> None:

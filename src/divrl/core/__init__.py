@@ -2,7 +2,7 @@
 
 from divrl.core.advantages import group_advantages, length_bins, length_conditional_advantages
 from divrl.core.archive import AddStatus, ArchiveStats, GridArchive, archive_bonus
-from divrl.core.divergence import DIVERGENCES, exact_divergence, per_token_divergence
+from divrl.core.divergence import DIVERGENCES, exact_divergence, per_token_divergence, policy_sample_divergence_loss
 from divrl.core.entropy import AdaptiveEntropyCoefficient
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, trajectory_balance_loss
 from divrl.core.ips import IPSResult, group_outcome_frequencies, ips_scale, ips_scale_exact
@@ -52,6 +52,7 @@ __all__ = [
     "mean_pairwise_cosine_distance",
     "outcome_entropy",
     "per_token_divergence",
+    "policy_sample_divergence_loss",
     "perturb_",
     "project_to_rank",
     "select_top",

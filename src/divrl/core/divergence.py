@@ -10,7 +10,13 @@ pi and makes each per-token value >= 0, which lowers variance; for reverse KL th
 Estimators use only the log-probs of the sampled tokens:
   samples from the policy:    value = f(rho)
   samples from the reference: value = f(rho) / rho   (E_pi[f(rho)] = E_mu[f(rho) / rho]: no policy sampling)
-Values are differentiable w.r.t. `logp_policy`; used as a per-token loss term, as TRL does with k3.
+`per_token_divergence` gives these values; their pathwise gradient is exact for reference samples (which
+do not depend on the policy) but NOT for policy samples, where it drops the score-function term: used as a
+loss, k3 (TRL's `beta` term) has the expected gradient of the FORWARD KL, not of the reverse KL. Training on
+policy samples therefore uses `policy_sample_divergence_loss`, whose value is the same estimate and whose
+gradient is unbiased for every divergence:
+  d/dtheta E_pi[f(rho)] = E_pi[(f(rho) - rho f'(rho)) d log pi],
+per token, with the prefix taken as given (the per-token approximation TRL's KL term also makes).
 """
 
 from __future__ import annotations
@@ -67,7 +73,33 @@ def per_token_divergence(
     return value if samples_from == "policy" else value * (-log_rho).exp()
 
 
+def policy_sample_divergence_loss(
+    logp_policy: torch.Tensor,
+    logp_ref: torch.Tensor,
+    kind: str,
+    alpha: float = 0.5,
+    sample_weight: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-token loss whose value is f(rho) and whose expected gradient is that of D(mu || pi) (module doc).
+
+    f(rho) + sg(f(rho)) (log pi - sg(log pi)) adds the score-function term the pathwise gradient misses.
+    `sample_weight` (detached, broadcastable) corrects for samples drawn from another policy, e.g.
+    pi / pi_old when a batch is reused for several optimizer steps.
+    """
+    value = per_token_divergence(logp_policy, logp_ref, kind, "policy", alpha)
+    loss = value + value.detach() * (logp_policy - logp_policy.detach())
+    return loss if sample_weight is None else loss * sample_weight.detach()
+
+
 def exact_divergence(p_policy: torch.Tensor, p_ref: torch.Tensor, kind: str, alpha: float = 0.5) -> torch.Tensor:
-    """Exact D(mu || pi) = sum_y pi(y) f(mu(y) / pi(y)) for categorical distributions (tests, toy envs)."""
-    log_rho = (p_ref.log() - p_policy.log()).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
-    return (p_policy * generator(kind, log_rho, alpha)).sum(dim=-1)
+    """Exact D(mu || pi) = sum_y pi(y) f(mu(y) / pi(y)) for categorical distributions (tests, toy envs).
+
+    The generator form needs pi(y) > 0 wherever mu(y) > 0 (else rho is infinite): such inputs are refused.
+    """
+    if p_policy.shape != p_ref.shape:
+        raise ValueError(f"p_policy shape {tuple(p_policy.shape)} != p_ref shape {tuple(p_ref.shape)}")
+    if bool(((p_policy <= 0) & (p_ref > 0)).any()):
+        raise ValueError("exact_divergence needs p_policy > 0 wherever p_ref > 0 (mu / pi is infinite there)")
+    support = p_policy > 0  # outcomes the policy never takes contribute nothing
+    log_rho = torch.where(support, p_ref.log() - p_policy.log(), 0.0).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    return torch.where(support, p_policy * generator(kind, log_rho, alpha), 0.0).sum(dim=-1)

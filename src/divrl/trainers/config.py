@@ -87,13 +87,16 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     divergence: str | None = field(default=None, metadata=_help(
         "Divergence to the reference (initial) policy added to the loss: 'reverse_kl', 'forward_kl', 'js' or "
         "'alpha' (seed 004 recommends the mass-covering forward_kl / js). Adds to TRL's `beta` k3 term; set "
-        "beta=0 to replace it. Default None (off)."))
+        "beta=0 to replace it. On policy samples the loss carries the score-function term, so each option "
+        "trains its own divergence (TRL's k3 used as a loss has the forward KL's gradient: 'reverse_kl' here is "
+        "the true reverse KL, not TRL's beta). Default None (off)."))
     divergence_coef: float = field(default=0.05, metadata=_help(
         "Coefficient of the divergence term (seed 004 sweeps it; no single value). Default 0.05."))
     divergence_alpha: float = field(default=0.5, metadata=_help(
         "alpha of the alpha-divergence (0 -> reverse KL, 1 -> forward KL). Default 0.5."))
     divergence_estimator: str = field(default="policy", metadata=_help(
-        "'policy': importance-weighted estimate on the policy's own samples (no extra generation); "
+        "'policy': estimate on the policy's own samples (no extra generation; weighted by pi / pi_sampler when "
+        "the batch was sampled by an older policy or by vLLM); "
         "'rehearsal': on pre-sampled reference completions with stored reference log-probs (seed 004; build "
         "them with `divrl sample-reference`). Default 'policy'."))
     divergence_rehearsal_path: str | None = field(default=None, metadata=_help(

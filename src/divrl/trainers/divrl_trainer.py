@@ -42,8 +42,10 @@ from divrl.core import (
     length_conditional_advantages,
     mean_pairwise_cosine_distance,
     per_token_divergence,
+    policy_sample_divergence_loss,
 )
 from divrl.core.archive import AddStatus
+from divrl.core.divergence import LOG_RATIO_CLAMP
 from divrl.task import completion_text, has_hook
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.cpu_fast import CPUFastLogpsMixin
@@ -449,14 +451,27 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
         if self.args.divergence_enabled:
             if self.args.divergence_estimator == "policy":
-                per_token = per_token_divergence(per_token_logps, inputs["ref_per_token_logps"],
-                                                 self.args.divergence, "policy", self.args.divergence_alpha)
+                per_token = policy_sample_divergence_loss(
+                    per_token_logps, inputs["ref_per_token_logps"], self.args.divergence, self.args.divergence_alpha,
+                    sample_weight=self._behaviour_correction(per_token_logps, inputs))
                 loss = loss + self._divergence_term(per_token, mask, accumulation, mode)
             elif mode == "train":
                 loss = loss + self._rehearsal_divergence_term(model, accumulation)
         if entropy_controller is not None and mode == "train":
             self._update_entropy_controller(entropy_controller, entropies, mask)
         return loss
+
+    @staticmethod
+    def _behaviour_correction(per_token_logps: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor | None:
+        """pi / pi_sampler per token (detached): the batch was sampled by an older policy (several optimizer steps
+        per generation) and/or by vLLM (TRL's importance_sampling_ratio); None when it is on-policy."""
+        weight = None
+        if inputs.get("old_per_token_logps") is not None:
+            weight = torch.exp((per_token_logps.detach() - inputs["old_per_token_logps"]).clamp(max=LOG_RATIO_CLAMP))
+        if inputs.get("importance_sampling_ratio") is not None:
+            ratio = inputs["importance_sampling_ratio"]
+            weight = ratio if weight is None else weight * ratio
+        return weight
 
     def _divergence_term(self, per_token: torch.Tensor, mask: torch.Tensor, accumulation: float, mode: str
                          ) -> torch.Tensor:
