@@ -36,8 +36,13 @@ class LawFit:
 
 
 def _linear_fit(x: np.ndarray, y: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Closed-form least-squares (a, b) and residual sum of squares for each c in the 1-D array `c`."""
-    feature = -np.exp(np.outer(c, x))  # (len(c), n)
+    """Closed-form least-squares (a, b) and residual sum of squares for each c in the 1-D array `c`.
+
+    The feature is exp(c (x - min x)) so that it stays within exp(C_SPAN) (no overflow when x sits far from
+    0); `a` is scaled back to the model's exp(c x).
+    """
+    shift = float(x.min())
+    feature = -np.exp(np.outer(c, x - shift))  # (len(c), n)
     centred = feature - feature.mean(axis=1, keepdims=True)
     y_centred = y - y.mean()
     variance = (centred**2).sum(axis=1)
@@ -46,7 +51,8 @@ def _linear_fit(x: np.ndarray, y: np.ndarray, c: np.ndarray) -> tuple[np.ndarray
     a = np.where(variance > 0, covariance / safe, 0.0)  # c = 0: the feature is constant, only b fits
     b = y.mean() - a * feature.mean(axis=1)
     sse = (y_centred**2).sum() - np.where(variance > 0, covariance**2 / safe, 0.0)
-    return a, b, sse
+    with np.errstate(over="ignore", under="ignore"):  # the true a may not be representable; inf / 0 say so
+        return a * np.exp(-c * shift), b, sse
 
 
 def _best_c(x: np.ndarray, y: np.ndarray) -> float:
