@@ -237,6 +237,9 @@ def test_gemma3_lora_steps(tiny_gemma3: Path, tmp_path: Path) -> None:
         ({"flowrl_log_z_lr": -1e-3}, "flowrl_log_z_lr"),
         ({"flowrl": True, "use_vllm": True, "vllm_importance_sampling_mode": "token_truncate"},
          "vllm_importance_sampling_mode"),
+        ({"flowrl": True, "scale_rewards": "batch"}, "flowrl"),
+        ({"flowrl": True, "scale_rewards": "none"}, "flowrl"),
+        ({"flowrl": True, "multi_objective_aggregation": "normalize_then_sum"}, "flowrl"),
     ],
 )
 def test_bad_config_names_the_field(overrides: dict[str, Any], field: str, tmp_path: Path) -> None:

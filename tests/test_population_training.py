@@ -211,3 +211,19 @@ def test_population_needs_lora(tiny_qwen3: Path, tmp_path: Path) -> None:
             str(tiny_qwen3), args=make_config(tmp_path), train_dataset=prompt_dataset(PROMPTS * 2),
             processing_class=AutoTokenizer.from_pretrained(tiny_qwen3), task=ToyTask(),
         )
+
+
+@pytest.mark.parametrize("engine", ["is_deepspeed_enabled", "is_fsdp_enabled"])
+def test_population_refuses_sharded_engines(engine: str, tiny_qwen3: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from divrl.trainers.population import PopulationMixin
+
+    setup = PopulationMixin._setup_population
+
+    def under_sharding(self: PopulationMixin) -> None:  # as if accelerate had set up DeepSpeed / FSDP
+        setattr(self, engine, True)
+        setup(self)
+
+    monkeypatch.setattr(PopulationMixin, "_setup_population", under_sharding)
+    with pytest.raises(ValueError, match=r"DivRLConfig\.population is not supported under DeepSpeed or FSDP"):
+        population_trainer(tiny_qwen3, tmp_path)

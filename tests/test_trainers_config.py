@@ -33,6 +33,8 @@ from trainer_helpers import ToyTask, distinct_chars_reward, lora_config, make_co
         ({"divergence": "hellinger"}, "divergence"),
         ({"divergence": "js", "divergence_coef": -0.1}, "divergence_coef"),
         ({"divergence": "js", "divergence_estimator": "rehearsal"}, "divergence_rehearsal_path"),
+        ({"qd": True, "multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
+        ({"novelty_coef": 0.1, "multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
     ],
 )
 def test_bad_config_names_the_field(overrides: dict[str, Any], field: str, tmp_path: Path) -> None:

@@ -69,6 +69,27 @@ def test_divergence_without_peft_loads_a_frozen_reference(tiny_qwen3: Path, tmp_
     assert values[1] > 0  # after one update the policy has moved
 
 
+def test_reference_of_an_in_memory_model_is_that_model_not_its_path(tiny_qwen3: Path, tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from divrl import DivergenceGRPOTrainer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen3)
+    with torch.no_grad():  # the object now differs from the checkpoint at its _name_or_path
+        for parameter in model.parameters():
+            parameter.add_(0.01)
+    initial = snapshot(model)
+    trainer = DivergenceGRPOTrainer(
+        model, args=make_config(tmp_path, divergence="forward_kl", beta=0.0),
+        train_dataset=prompt_dataset(), processing_class=AutoTokenizer.from_pretrained(tiny_qwen3), task=ToyTask(),
+    )
+    reference = dict(trainer.ref_model.named_parameters())
+    assert set(reference) == set(initial)
+    assert all(reference[n].equal(initial[n]) for n in initial)
+    assert trainer.ref_model is not trainer.model
+
+
 def test_hidden_state_embedding_is_the_pooled_last_layer(tiny_gemma3: Path, tmp_path: Path) -> None:
     import torch
     from transformers import AutoTokenizer

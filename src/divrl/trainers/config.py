@@ -150,6 +150,10 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
                    f"{self.scale_rewards!r})")
             _check(self.multi_objective_aggregation == "sum_then_normalize", "length_bins",
                    "needs multi_objective_aggregation='sum_then_normalize'")
+        if self.qd or self.novelty_enabled:
+            _check(self.multi_objective_aggregation == "sum_then_normalize", "multi_objective_aggregation",
+                   "must be 'sum_then_normalize' with qd / novelty_coef: 'normalize_then_sum' would normalise the "
+                   "bonus column on its own, so qd_beta_new / qd_beta_imp / novelty_coef would lose their scale")
         _check(self.divergence_coef >= 0, "divergence_coef", f"must be >= 0, got {self.divergence_coef}")
         _check(self.divergence_rehearsal_batch_size >= 1, "divergence_rehearsal_batch_size",
                f"must be >= 1, got {self.divergence_rehearsal_batch_size}")

@@ -16,6 +16,7 @@ All algorithms live in `divrl.core`; this module only wires them into TRL.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -158,7 +159,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         if args.maxent_entropy_enabled:
             self._entropy_bonus_enabled = True  # TRL applies `entropy_coef`, which our controller drives
         if self._needs_reference_model():
-            self.ref_model = self._load_reference_model(trainer_kwargs.get("quantization_config"))
+            self.ref_model = self._load_reference_model(trainer_kwargs.get("quantization_config"),
+                                                        from_path=isinstance(model, str))
         self.diversity_state = self.new_diversity_state()
         self._rehearsal_cursor = 0
         self._entropy_window: torch.Tensor | None = None
@@ -208,35 +210,36 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         """Reference log-probs without PEFT need a frozen copy of the initial policy; TRL loads one for beta != 0."""
         return self._needs_reference_logps() and self.ref_model is None and not is_peft_model(self.model)
 
-    def _load_reference_model(self, quantization_config: Any) -> torch.nn.Module:
-        """Load the initial policy from its path as a frozen reference, prepared the way TRL prepares its own."""
-        from trl.trainer.utils import (
-            add_fused_lm_head,
-            create_model_from_path,
-            disable_dropout_in_model,
-            get_config_model_id,
-        )
+    def _load_reference_model(self, quantization_config: Any, from_path: bool) -> torch.nn.Module:
+        """The initial policy as a frozen reference, prepared the way TRL prepares its own: loaded from its path
+        when the trainer was given one, else a copy of the model object passed in (its weights may differ from
+        any path, e.g. after earlier training in the same script)."""
+        from trl.trainer.utils import add_fused_lm_head, create_model_from_path, disable_dropout_in_model, get_config_model_id
 
         if self.is_deepspeed_enabled or self.is_fsdp_enabled:
             raise ValueError("DivRLConfig.divergence without PEFT under DeepSpeed/FSDP: use peft_config (the reference "
                              "is then the adapter-disabled model) or set beta > 0 so TRL prepares the reference")
-        kwargs = dict(self.args.model_init_kwargs or {})
-        if quantization_config is not None:
-            kwargs["quantization_config"] = quantization_config
-        kwargs.setdefault("dtype", self.model.dtype)
-        kwargs.setdefault("attn_implementation", self.model.config._attn_implementation)
-        name = get_config_model_id(self.model.config)
-        try:
-            reference = create_model_from_path(name, **kwargs)
-        except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"DivRLConfig.{'flowrl' if self.args.flowrl else 'divergence'} needs the initial policy as reference; "
-                f"loading it from {name!r} failed "
-                f"({exc}). Pass the model as a path, or train with peft_config (reference = adapter disabled)."
-            ) from exc
+        if from_path:
+            kwargs = dict(self.args.model_init_kwargs or {})
+            if quantization_config is not None:
+                kwargs["quantization_config"] = quantization_config
+            kwargs.setdefault("dtype", self.model.dtype)
+            kwargs.setdefault("attn_implementation", self.model.config._attn_implementation)
+            name = get_config_model_id(self.model.config)
+            try:
+                reference = create_model_from_path(name, **kwargs)
+            except (OSError, ValueError) as exc:
+                raise ValueError(
+                    f"DivRLConfig.{'flowrl' if self.args.flowrl else 'divergence'} needs the initial policy as "
+                    f"reference; loading it from {name!r} failed ({exc}). Pass the model as a path, or train with "
+                    "peft_config (reference = adapter disabled)."
+                ) from exc
+            add_fused_lm_head(reference, temperature=self.temperature,
+                              cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
+        else:  # the copy carries the policy's fused LM head already
+            reference = copy.deepcopy(self.accelerator.unwrap_model(self.model)).requires_grad_(False)
         if self.args.disable_dropout:
             disable_dropout_in_model(reference)
-        add_fused_lm_head(reference, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
         return self.accelerator.prepare_model(reference, evaluation_mode=True)
 
     # ---------------------------------------------------------------------------------- rewards

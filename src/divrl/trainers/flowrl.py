@@ -87,6 +87,12 @@ class FlowRLConfig:
         for ok, name, problem in checks:
             if not ok:
                 raise ValueError(f"DivRLConfig.{name} {problem}")
+        if self.flowrl and (self.scale_rewards != "group"
+                            or self.multi_objective_aggregation != "sum_then_normalize"):
+            raise ValueError(
+                f"DivRLConfig.flowrl needs the group-normalised reward r_hat = (r - mean) / std per group, which "
+                f"flowrl_beta is calibrated for: use scale_rewards='group' (got {self.scale_rewards!r}) and "
+                f"multi_objective_aggregation='sum_then_normalize' (got {self.multi_objective_aggregation!r})")
         if (self.flowrl and self.use_vllm and self.vllm_importance_sampling_correction
                 and not self.vllm_importance_sampling_mode.startswith("sequence")):
             raise ValueError(

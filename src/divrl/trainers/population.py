@@ -238,6 +238,10 @@ class PopulationMixin:
     def _setup_population(self) -> None:
         """Check the configuration against the model, add the K-1 extra adapters, pick the held prompts."""
         args = self.args
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            raise ValueError("DivRLConfig.population is not supported under DeepSpeed or FSDP: souping and switching "
+                             "members write the LoRA weights and optimizer states in place, which sharded engines "
+                             "partition and keep their own copies of (use DDP, one policy per GPU memory)")
         check_population_adapter(self.model)
         if args.population_soup_rank is not None:
             smallest = min(layer.r[FIRST_MEMBER] for _, layer in lora_layers(self.model, FIRST_MEMBER))
