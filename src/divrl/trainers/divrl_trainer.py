@@ -524,14 +524,24 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         if self.diversity_state.entropy is not None:
             self.entropy_coef = self.diversity_state.entropy.alpha
 
+    def _task_states(self) -> list[dict[str, Any]] | None:
+        """Every process's task state (e.g. a molecule task's reward cache and diversity filter), in rank order;
+        None when the task keeps none. Tasks score completions locally, so each process has its own."""
+        if self.task is None or not hasattr(self.task, "state_dict"):
+            return None
+        from accelerate.utils import gather_object
+
+        return gather_object([self.task.state_dict()])
+
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
         super()._save_checkpoint(model, trial)
+        task_states = self._task_states()  # a collective: every process takes part
         if self.args.should_save:
             from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
             folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
             path = os.path.join(self._get_output_dir(trial=trial), folder, STATE_FILE)
-            torch.save(self.method_state_dict(), path)
+            torch.save({**self.method_state_dict(), "task": task_states}, path)
 
     def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
         super()._load_optimizer_and_scheduler(checkpoint)
@@ -541,7 +551,23 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         if not os.path.exists(path):
             raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {STATE_FILE}; it was not written by a "
                              "divrl trainer, so the method state (archive, novelty memory, ...) cannot be restored")
-        self.load_method_state_dict(torch.load(path, weights_only=True))
+        state = torch.load(path, weights_only=True)
+        self.load_method_state_dict(state)
+        self._load_task_state(state.get("task"), checkpoint)
+
+    def _load_task_state(self, task_states: list[dict[str, Any]] | None, checkpoint: str) -> None:
+        """Give each process back its own task state; refuse a checkpoint from another process count or task."""
+        keeps_state = self.task is not None and hasattr(self.task, "load_state_dict")
+        if task_states is None and not keeps_state:
+            return
+        if task_states is None or not keeps_state:
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} was saved with a task "
+                             f"{'without' if task_states is None else 'with'} state (reward cache, diversity filter, "
+                             "...), this run's task disagrees")
+        if len(task_states) != self.accelerator.num_processes:
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} holds the task state of {len(task_states)} "
+                             f"process(es), this run has {self.accelerator.num_processes}: resume with as many")
+        self.task.load_state_dict(task_states[self.accelerator.process_index])
 
 
 def _prompt_key(prompt: str | Sequence[dict[str, Any]]) -> str:
