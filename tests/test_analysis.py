@@ -90,3 +90,14 @@ def test_cli_fit_law_and_plot(tmp_path, capsys):
 def test_curve_keys_order():
     keys = curve_keys([[{"step": 1, "qd/coverage": 0.1, "reward": 1.0, "entropy": 2.0, "loss": 0.3}]])
     assert keys == ["reward", "entropy", "qd/coverage"]
+
+
+def test_cli_reports_unreadable_paths_without_a_traceback(tmp_path, capsys):
+    assert main(["plot", str(tmp_path / "missing"), "--out", str(tmp_path / "curves.png")]) == 2
+    assert "divrl plot: error:" in capsys.readouterr().err
+    run = str(write_run(tmp_path / "run", 10, c=1.0, noise=0.002))
+    (tmp_path / "taken").write_text("a file where the output folder should go")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # only the exit status matters here
+        assert main(["fit-law", run, "--bootstrap", "5", "--out", str(tmp_path / "taken")]) == 2
+    assert "divrl fit-law: error:" in capsys.readouterr().err

@@ -53,7 +53,8 @@ def require_at_least(args: argparse.Namespace, **minimums: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `divrl` console script; bad input (ValueError) exits 2 with its message."""
+    """Entry point of the `divrl` console script; bad input (ValueError, or a file that cannot be read or
+    written: OSError) exits 2 with its message instead of a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         command = " ".join(filter(None, (args.command, getattr(args, "eval_command", None))))
         print(f"divrl {command}: error: {error}", file=sys.stderr)
         return 2
