@@ -113,3 +113,38 @@ def test_presets_switch_their_method_on(tiny_qwen3: Path, tmp_path: Path) -> Non
 def test_import_divrl_stays_light() -> None:
     code = "import sys, divrl; heavy = {'torch', 'trl', 'transformers'} & set(sys.modules); assert not heavy, heavy"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+class _BadHooks:
+    """Hooks whose outputs the methods cannot use: the trainer must say which hook, not fail deep inside."""
+
+    name = "bad"
+    behavior_dims = 2
+
+    def reward_funcs(self) -> list:
+        return [distinct_chars_reward]
+
+    def outcome_key(self, completion: str, **_: Any) -> Any:
+        return None if completion == "none" else list(completion)
+
+    def behavior(self, completion: str, **_: Any) -> Any:
+        return {"none": None, "ok": (0.5, 1)}.get(completion, (0.1, 0.2, 0.3))
+
+    def embed(self, completion: str, **_: Any) -> Any:
+        return None if completion == "none" else [[1.0, 2.0]]
+
+
+def test_unusable_hook_output_names_the_hook(tmp_path: Path) -> None:
+    from divrl.trainers.hooks import resolve_task_hooks
+
+    hooks = resolve_task_hooks(make_config(tmp_path, ips=True, qd=True, novelty_coef=0.1, novelty_embedding="task"),
+                               _BadHooks())
+    assert hooks.outcome_key("none") is None and hooks.behavior("none") is None and hooks.embed("none") is None
+    assert hooks.behavior("ok") == [0.5, 1.0]
+    with pytest.raises(ValueError, match=r"task\.outcome_key returned an unhashable list"):
+        hooks.outcome_key("abc")
+    with pytest.raises(ValueError, match=r"task\.behavior returned .* expected None or 2 finite numbers"):
+        hooks.behavior("abc")
+    with pytest.raises(ValueError, match=r"task\.embed returned .* flat sequence of numbers"):
+        hooks.embed("abc")
+    assert hooks.task_outcome_key is hooks.outcome_key  # IPS and the collapse metrics share the checked hook

@@ -47,7 +47,7 @@ from divrl.core import (
 )
 from divrl.core.archive import AddStatus
 from divrl.core.divergence import LOG_RATIO_CLAMP
-from divrl.task import completion_text, has_hook
+from divrl.task import completion_text
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 from divrl.trainers.flowrl import FlowRLMixin
@@ -276,10 +276,10 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         metrics["divrl/task_reward"].append(torch.nanmean(task_reward).item())
         primary = rewards_per_func[:, 0]
         metrics["divrl/primary_reward"].append(torch.nanmean(primary).item())
-        if has_hook(self.task, "outcome_key"):
+        if self.hooks.task_outcome_key is not None:
             offset = self.accelerator.process_index * len(texts)  # rewards are global, completions local
             local = primary[offset : offset + len(texts)].tolist()
-            keys = [self.task.outcome_key(t, **hook_columns(row)) if r > 0 else None
+            keys = [self.hooks.task_outcome_key(t, **hook_columns(row)) if r > 0 else None
                     for t, row, r in zip(texts, inputs, local, strict=True)]
             keys = gather_object(keys)
             per_group = [distinct_outcomes(keys[i : i + self.num_generations])
@@ -346,7 +346,11 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         device = self.accelerator.device
         if self.args.novelty_embedding == "task":
             vectors = gather_object([self.hooks.embed(t, **c) for t, c in zip(texts, columns, strict=True)])
-            dim = next((len(v) for v in vectors if v is not None), 1)
+            lengths = {len(v) for v in vectors if v is not None}
+            if len(lengths) > 1:
+                raise ValueError(f"task.embed returned vectors of different lengths {sorted(lengths)} in one batch: "
+                                 "novelty needs one embedding dimension (DivRLConfig.novelty_embedding='task')")
+            dim = lengths.pop() if lengths else 1
             embeddings = torch.tensor([[math.nan] * dim if v is None else list(map(float, v)) for v in vectors])
         else:
             local = (hashed_ngram_embedding(texts) if self.args.novelty_embedding == "ngram"
