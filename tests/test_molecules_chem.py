@@ -7,16 +7,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rdkit import Chem
 
+from divrl.tasks.molecules import chem
 from divrl.tasks.molecules.chem import (
+    MAX_CANDIDATES,
     MAX_SMILES_CHARS,
     canonicalize,
     extract_smiles,
     parse_smiles,
 )
 from divrl.tasks.molecules.rewards import MPO
+from divrl.tasks.molecules.scoring import CachedScorer
 
 ASPIRIN = Chem.MolToSmiles(Chem.MolFromSmiles("CC(=O)Oc1ccccc1C(=O)O"))
 CAFFEINE = Chem.MolToSmiles(Chem.MolFromSmiles("Cn1c(=O)c2c(ncn2C)n(C)c1=O"))
+PARACETAMOL = Chem.MolToSmiles(Chem.MolFromSmiles("CC(=O)Nc1ccc(O)cc1"))
+ACETIC_ACID = "CC(=O)O"
+EXPLANATION = " ".join(
+    ["I considered solubility, the number of hydrogen-bond donors and how easy it is to make it."] * 12
+)  # 204 prose words, "I" among them (iodine: parses, no carbon)
 
 
 @pytest.mark.parametrize(
@@ -40,6 +48,72 @@ CAFFEINE = Chem.MolToSmiles(Chem.MolFromSmiles("Cn1c(=O)c2c(ncn2C)n(C)c1=O"))
 )
 def test_extract_smiles_finds_first_plausible_molecule(completion: str, expected: str | None) -> None:
     assert extract_smiles(completion) == expected
+
+
+@pytest.mark.parametrize(
+    "completion, expected",
+    [
+        (f"{EXPLANATION}\nHere is my proposal: CC(=O)Nc1ccc(O)cc1", PARACETAMOL),  # long prose first
+        (f"{EXPLANATION} on no so In Is NO. Answer: CCO", "CCO"),  # SMILES-shaped words without carbon
+        ("Vitamin C analogue: CC(=O)Oc1ccccc1C(=O)O", ASPIRIN),  # structure beats the single atom "C"
+        ("Here is a CNS drug: CC(=O)Oc1ccccc1C(=O)O", ASPIRIN),  # ... and the plain-letter acronym "CNS"
+        ("Vitamin C analogue: CCO", "CCO"),  # several atoms beat one
+        ("Here is a CNS drug: CCO", "CNS"),  # two plain-letter words: the first one (a documented ambiguity)
+        ("<think>maybe CCC</think> CCO", "CCO"),  # reasoning is skipped
+        ("<think>maybe CCC, or c1ccccc1</think>\n\nFinal: CCO", "CCO"),
+        ("maybe CCC</think>\nCCO", "CCO"),  # the <think> was opened by the chat template, in the prompt
+        ("<think>maybe CCC", None),  # still reasoning when the completion ended: no answer
+        ("SMILES:CC(=O)O", ACETIC_ACID),  # label without a space
+        ("[CC(=O)O]", ACETIC_ACID),  # wrapping brackets
+        ("`CC(=O)O`", ACETIC_ACID),
+        ("'CC(=O)O'.", ACETIC_ACID),
+        ("Answer:CC(=O)O", ACETIC_ACID),
+        ("(see CC(=O)O)", ACETIC_ACID),
+        ("[Na+].[Cl-] is salt; CCO is not", "CCO"),  # a bracketed SMILES is read as is first
+        ("**SMILES:** `CCO` (ethanol, unlike c1ccccc1)", "CCO"),  # a labelled token beats better-looking ones
+        ("smiles string = CCO, or c1ccccc1", "CCO"),
+        ("Ethanol is a classic. SMILES: CCO\nSMILES: CCN", "CCO"),  # first label wins
+        (" CCO\nSMILES: c1ccccc1", "CCO"),  # base continuation: a lone first line counts as labelled
+        ("Ethanol CCO or benzene c1ccccc1", "c1ccccc1"),  # unlabelled: structural characters first
+        ("SMILES: C1CC (oops) CCO", "CCO"),  # an unreadable labelled token falls back to the rest
+    ],
+)
+def test_extraction_rule(completion: str, expected: str | None) -> None:
+    assert extract_smiles(completion) == expected
+
+
+def test_extraction_hands_rdkit_a_bounded_number_of_strings(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+    original = Chem.MolFromSmiles
+    monkeypatch.setattr(chem.Chem, "MolFromSmiles", lambda s, *a: parsed.append(s) or original(s, *a))
+    assert extract_smiles(" ".join(f"C{i}" for i in range(10_000))) is None  # 10,000 distinct unclosed rings
+    assert len(parsed) == MAX_CANDIDATES
+    parsed.clear()
+    prose = " ".join(["the quick brown fox jumps over the lazy dog"] * 400)  # 3,600 words, none SMILES-shaped
+    assert extract_smiles(f"{prose} so I propose CC(=O)Nc1ccc(O)cc1") == PARACETAMOL
+    assert len(parsed) == 2  # the molecule, and its canonical SMILES read back
+
+
+DATIVE = "CCOC(=O)C(C#N[Fe])=Cc1ccc([N+](=O)[O-])o1"  # RDKit writes the N-Fe bond as a dative "->"
+
+
+def test_canonicalisation_is_idempotent_with_dative_bonds() -> None:
+    canonical = canonicalize(DATIVE)
+    assert canonical is not None and "->" in canonical
+    assert canonicalize(canonical) == canonical and parse_smiles(canonical) is not None
+    assert extract_smiles(f"SMILES: {canonical}") == extract_smiles(DATIVE) == canonical
+    scorer = CachedScorer(MPO())
+    assert scorer.score([DATIVE, canonical])[0] > 0 and [call.smiles for call in scorer.history] == [canonical]
+
+
+def test_molecules_rdkit_cannot_read_back_are_invalid_everywhere() -> None:
+    """RDKit writes this odd aromatic system as a SMILES it cannot parse: canonicalize says None, consistently."""
+    odd = "Cc1nc2c(=oc3cc(Br)cc32)c(=O)1"
+    assert Chem.MolFromSmiles(odd) is not None
+    canonical = canonicalize(odd)
+    assert canonical is None or canonicalize(canonical) == canonical
+    assert extract_smiles(odd) == canonical
+    assert CachedScorer(MPO()).score([odd]) == [0.0 if canonical is None else MPO()(canonical)]
 
 
 def test_extract_smiles_reads_chat_completions() -> None:

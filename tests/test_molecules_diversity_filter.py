@@ -71,16 +71,39 @@ def test_state_dict_round_trip_is_json_and_refuses_other_configs() -> None:
         DiversityFilter(bucket_size=3, min_score=0.5).load_state_dict(state)
     with pytest.raises(ValueError, match="not a DiversityFilter state dict"):
         restored.load_state_dict({"buckets": {}})
+    with pytest.raises(ValueError, match="malformed DiversityFilter state dict"):
+        restored.load_state_dict({**state, "buckets": ["c1ccccc1"]})
+    assert restored.buckets == df.buckets  # a refused state leaves the filter as it was
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"scaffold": "bm"}, "scaffold must be one of"),
-        ({"bucket_size": 0}, "bucket_size"),
+        ({"bucket_size": 0}, "bucket_size must be a positive integer"),
+        ({"bucket_size": 2.5}, "bucket_size must be a positive integer"),
+        ({"bucket_size": True}, "bucket_size must be a positive integer"),
+        ({"min_score": float("nan")}, "min_score must be a finite number"),
+        ({"min_score": float("inf")}, "min_score must be a finite number"),
+        ({"min_score": "0.5"}, "min_score must be a finite number"),
+        ({"min_score": None}, "min_score must be a finite number"),
         ({"repeat_penalty": 2}, "repeat_penalty"),
+        ({"repeat_penalty": float("nan")}, "repeat_penalty"),
+        ({"repeat_penalty": "0"}, "repeat_penalty"),
     ],
 )
 def test_misconfiguration_is_a_clear_error(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         DiversityFilter(**kwargs)
+
+
+def test_numpy_numbers_are_accepted_and_stored_as_plain_json_numbers() -> None:
+    import numpy as np
+
+    config = DiversityFilter(bucket_size=np.int64(2), min_score=np.float32(0.5)).config()
+    assert json.loads(json.dumps(config)) == {
+        "scaffold": "murcko",
+        "bucket_size": 2,
+        "min_score": 0.5,
+        "repeat_penalty": 0.0,
+    }

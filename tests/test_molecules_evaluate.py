@@ -48,6 +48,7 @@ def test_known_completions_give_known_metrics(tmp_path: Path) -> None:
     assert len(sampler.prompts) == 2 and all(p.endswith("SMILES:") for p in sampler.prompts)
     assert metrics["samples"] == 5 and metrics["validity"] == pytest.approx(3 / 5)
     assert metrics["uniqueness"] == pytest.approx(2 / 3) and metrics["novelty"] == pytest.approx(1 / 2)
+    assert metrics["sample_uniqueness"] == pytest.approx(2 / 5)
     assert metrics["oracle_calls"] == 2
     assert metrics["yield"] == {"0.75": 2, "0.8": 1}
     assert metrics["oracle_burden_2"] == {"0.75": 2, "0.8": None}
@@ -75,6 +76,12 @@ def test_bad_sampler_or_arguments_are_clear_errors() -> None:
         evaluate_molecules(lambda prompts, n: [[]] * len(prompts), 2)
     with pytest.raises(ValueError, match="samples"):
         evaluate_molecules(ScriptedSampler([]), 0)
+    never = ScriptedSampler([])
+    with pytest.raises(ValueError, match="tau must be"):
+        evaluate_molecules(never, 2, taus=(1.5,))
+    with pytest.raises(ValueError, match="budget must be"):
+        evaluate_molecules(never, 2, budget=0)
+    assert never.calls == []  # refused before sampling
 
 
 class FixedSampler:
@@ -104,6 +111,75 @@ def test_cli_with_patched_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert metrics["config"]["sampling"]["stop"] == ["\nSMILES:"]
     assert main([*argv, "--components", "qed", "logp"]) == 2  # unknown component: clear error, exit code 2
     assert main([*argv[:5], "0", *argv[6:]]) == 2
+    assert main([*argv, "--tau", "0.5", "--tau", "0", "--budget", "1"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["yield_1_calls"] == {"0.5": 1, "0.0": 1} and metrics["sample_uniqueness"] == pytest.approx(1 / 6)
+
+
+class NoModelLoads:
+    """Stands in for `divrl.sampling.make_sampler`: records that a model load was attempted and refuses it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        self.calls += 1
+        raise ValueError("model load attempted")
+
+
+# Option sets that must fail (exit 2, a message, no traceback) before any model load; {file} is an existing file.
+BAD_EVAL_INPUTS = {
+    "out is a file": (["--out", "{file}"], "is an existing file, not a directory"),
+    "out under a file": (["--out", "{file}/eval"], "cannot create the directory"),
+    "tau nan": (["--tau", "nan"], "tau must be a finite reward threshold in [0, 1)"),
+    "tau inf": (["--tau", "inf"], "tau must be a finite reward threshold in [0, 1)"),
+    "tau 1": (["--tau", "0.5", "--tau", "1"], "tau must be a finite reward threshold in [0, 1)"),
+    "tau negative": (["--tau", "-0.2"], "tau must be a finite reward threshold in [0, 1)"),
+    "budget 0": (["--budget", "0"], "budget must be a positive number of oracle calls"),
+    "too many shots": (["--shots", "100000"], "exceeds the"),
+    "no samples": (["--samples", "0"], "--samples must be >= 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_EVAL_INPUTS))
+def test_cli_refuses_bad_input_before_loading_the_model(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from divrl import sampling
+    from divrl.cli import main
+
+    loader = NoModelLoads()
+    monkeypatch.setattr(sampling, "make_sampler", loader)
+    a_file = tmp_path / "a_file.txt"
+    a_file.write_text("not a directory")
+    options, message = BAD_EVAL_INPUTS[case]
+    argv = ["eval", "molecules", "--model", str(tmp_path / "no-such-model"), "--samples", "2"]
+    argv += ["--out", str(tmp_path / "eval"), *(option.format(file=a_file) for option in options)]  # last wins
+    assert main(argv) == 2
+    assert loader.calls == 0
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+    assert a_file.read_text() == "not a directory"
+
+
+def test_cli_creates_the_output_directory_before_loading_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from divrl import sampling
+    from divrl.cli import main
+
+    out = tmp_path / "deep" / "eval"
+    seen: list[bool] = []
+
+    def loader(*args: object, **kwargs: object) -> None:
+        seen.append(out.is_dir())
+        raise ValueError("no such model")
+
+    monkeypatch.setattr(sampling, "make_sampler", loader)
+    argv = ["eval", "molecules", "--model", str(tmp_path / "no-such-model"), "--samples", "2", "--out", str(out)]
+    assert main(argv) == 2
+    assert seen == [True]
+    assert "no such model" in capsys.readouterr().err
 
 
 @pytest.mark.slow

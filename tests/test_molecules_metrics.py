@@ -17,6 +17,7 @@ from divrl.tasks.molecules.metrics import (
     molecule_metrics,
     novelty,
     oracle_burden,
+    sample_uniqueness,
     uniqueness,
     validity,
     yield_curve,
@@ -49,6 +50,15 @@ def test_validity_uniqueness_novelty_by_hand() -> None:
     assert uniqueness([None, "C1CC"]) == 0.0 and novelty([None], reference) == 0.0
     with pytest.raises(ValueError, match="empty"):
         validity([])
+
+
+def test_both_uniqueness_conventions_by_hand() -> None:
+    assert uniqueness(SAMPLE) == pytest.approx(5 / 7)  # MOSES: 5 distinct among 7 valid
+    assert sample_uniqueness(SAMPLE) == pytest.approx(5 / 9)  # notes: 5 distinct among 9 samples
+    assert uniqueness(["CCO", None, None, None]) == 1.0 and sample_uniqueness(["CCO", None, None, None]) == 0.25
+    assert sample_uniqueness([None, "C1CC"]) == 0.0
+    with pytest.raises(ValueError, match="empty"):
+        sample_uniqueness([])
 
 
 @pytest.mark.parametrize("p", [1, 2])
@@ -114,6 +124,8 @@ def test_molecule_metrics_is_json_and_consistent() -> None:
     metrics = molecule_metrics(SAMPLE, scores, scorer.history, ["CC(=O)Oc1ccccc1C(=O)O"], taus=(0.8,), ob_n=2)
     json.dumps(metrics, allow_nan=False)
     assert metrics["samples"] == 9 and metrics["oracle_calls"] == 5
+    assert metrics["uniqueness"] == pytest.approx(5 / 7) and metrics["sample_uniqueness"] == pytest.approx(5 / 9)
+    assert "yield_3_calls" not in metrics
     assert metrics["validity"] == pytest.approx(7 / 9) and metrics["novelty"] == pytest.approx(4 / 5)
     assert metrics["intdiv_tdc"] == intdiv_tdc(SAMPLE) and metrics["intdiv2_moses"] == intdiv_moses(SAMPLE, p=2)
     assert metrics["yield"] == {"0.8": 2}  # caffeine and paracetamol contain N
@@ -121,6 +133,22 @@ def test_molecule_metrics_is_json_and_consistent() -> None:
     assert metrics["reward"]["max"] == 0.9
     with pytest.raises(ValueError, match="SMILES but"):
         molecule_metrics(SAMPLE, scores[:2], scorer.history, [])
+    # Oracle calls: aspirin 0.5, caffeine 0.9, paracetamol 0.9, ...: one molecule above 0.8 within 2 calls.
+    budgeted = molecule_metrics(SAMPLE, scores, scorer.history, [], taus=(0.8, 0.0), budget=2)
+    assert budgeted["yield_2_calls"] == {"0.8": 1, "0.0": 2}
+    assert budgeted["yield"] == {"0.8": 2, "0.0": 5}
+
+
+@pytest.mark.parametrize("tau", [1.0, -0.1, float("nan"), float("inf"), "0.8", True])
+def test_taus_outside_the_reward_range_are_refused(tau: object) -> None:
+    with pytest.raises(ValueError, match=r"tau must be a finite reward threshold in \[0, 1\)"):
+        molecule_metrics(["CCO"], [0.5], [("CCO", 0.5)], [], taus=(0.5, tau))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("budget", [0, -3, 2.5, True])
+def test_bad_budgets_are_refused(budget: object) -> None:
+    with pytest.raises(ValueError, match="budget must be a positive number of oracle calls"):
+        molecule_metrics(["CCO"], [0.5], [("CCO", 0.5)], [], budget=budget)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("n_bits", [1024, 2048])

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from rdkit import Chem
 from rdkit.Chem import Crippen, Descriptors
 
-from divrl.task import Task, has_hook
+from divrl.task import Task, build_task, has_hook
 from divrl.tasks.molecules import DiversityFilter, MoleculeTask
 from divrl.tasks.molecules.data import (
     base_prompt,
@@ -74,15 +74,75 @@ def test_diversity_filter_wraps_the_reward_and_everything_pickles() -> None:
     assert clone(prompts=["p"], completions=["Oc1ccccc1"]) == [0.0]  # the copy carries the filter's memory
 
 
+def test_diversity_filter_from_task_args_dict() -> None:
+    """Recipes pass task_args from YAML, so the filter arrives as a dict of DiversityFilter arguments."""
+    task = build_task("molecules", diversity_filter={"bucket_size": 1, "min_score": 0.0, "scaffold": "generic"})
+    assert isinstance(task.diversity_filter, DiversityFilter)
+    assert task.diversity_filter.config() == {
+        "scaffold": "generic",
+        "bucket_size": 1,
+        "min_score": 0.0,
+        "repeat_penalty": 0.0,
+    }
+    (reward,) = task.reward_funcs()
+    assert reward.__name__ == "molecule_mpo_df"
+    scores = reward(prompts=["p", "p"], completions=["Cc1ccccc1", "Cc1ccccn1"])  # one generic scaffold
+    assert scores[0] > 0 and scores[1] == 0.0
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"bucket": 10}, r"unknown diversity_filter argument\(s\) \['bucket'\]"),
+        ({"bucket_size": 0}, "bucket_size must be a positive integer"),
+        ({"min_score": float("nan")}, "min_score must be a finite number"),
+        ("murcko", "diversity_filter must be a DiversityFilter or a dict"),
+        (True, "diversity_filter must be a DiversityFilter or a dict"),
+    ],
+)
+def test_bad_diversity_filter_task_args_are_clear_errors(spec: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build_task("molecules", diversity_filter=spec)
+
+
+def _trained_task() -> MoleculeTask:
+    """A task with a filter that has seen a batch: cache, oracle history, counters and buckets all non-empty."""
+    task = MoleculeTask(diversity_filter={"bucket_size": 2, "min_score": 0.0})
+    task.reward_funcs()[0](prompts=["p"] * 4, completions=[ASPIRIN, "CCO", "Cc1ccccc1", "OCC"])
+    return task
+
+
 def test_task_state_round_trips_through_json() -> None:
-    task = MoleculeTask(diversity_filter=DiversityFilter())
-    task.reward_funcs()[0](prompts=["p"] * 2, completions=[ASPIRIN, "CCO"])
-    restored = MoleculeTask(diversity_filter=DiversityFilter())
-    restored.load_state_dict(json.loads(json.dumps(task.state_dict())))
-    assert restored.scorer.history == task.scorer.history
+    task = _trained_task()
+    state = json.loads(json.dumps(task.state_dict()))
+    assert set(state) == {"mpo", "scorer", "diversity_filter"}
+    restored = MoleculeTask(diversity_filter={"bucket_size": 2, "min_score": 0.0})
+    restored.load_state_dict(state)
+    assert restored.scorer.history == task.scorer.history and restored.scorer.cache == task.scorer.cache
+    assert (restored.scorer.hits, restored.scorer.misses) == (task.scorer.hits, task.scorer.misses) == (1, 3)
     assert restored.diversity_filter.memory == task.diversity_filter.memory
+    assert restored.diversity_filter.buckets == task.diversity_filter.buckets == {"c1ccccc1": 2, "": 1}
+    # The restored task continues exactly where the original is: same rewards, no new oracle calls for repeats.
+    batch = ["c1ccccc1O", "CCO", "CCN"]
+    assert restored.reward_funcs()[0](prompts=["p"] * 3, completions=batch) == task.reward_funcs()[0](
+        prompts=["p"] * 3, completions=batch
+    )
+    assert restored.scorer.history == task.scorer.history and len(task.scorer.history) == 5
+
+
+def test_task_state_from_another_setup_is_refused() -> None:
+    state = _trained_task().state_dict()
     with pytest.raises(ValueError, match="disagree"):
-        MoleculeTask().load_state_dict(task.state_dict())
+        MoleculeTask().load_state_dict(state)
+    with pytest.raises(ValueError, match="cached rewards come from MPO"):
+        MoleculeTask(["qed"], diversity_filter={"bucket_size": 2, "min_score": 0.0}).load_state_dict(state)
+    with pytest.raises(ValueError, match="cached rewards come from MPO"):
+        MoleculeTask(hbd_threshold=5, diversity_filter={"bucket_size": 2, "min_score": 0.0}).load_state_dict(state)
+    with pytest.raises(ValueError, match="saved with"):
+        MoleculeTask(diversity_filter={"bucket_size": 3, "min_score": 0.0}).load_state_dict(state)
+    for junk in ({}, {"scorer": state["scorer"]}, ["mpo", "scorer"], None):
+        with pytest.raises(ValueError, match="not a MoleculeTask state dict"):
+            MoleculeTask().load_state_dict(junk)  # type: ignore[arg-type]
 
 
 @settings(max_examples=150, deadline=None)

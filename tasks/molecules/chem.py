@@ -5,12 +5,26 @@ parse-error chatter is silenced for the duration of each call (`quiet_rdkit`).
 Tokens longer than `MAX_SMILES_CHARS` are never handed to RDKit: parsing, QED and SA grow with size
 (QED of a 100k-atom chain takes ~2 s) and real drug-like SMILES are far shorter (the longest in the
 SMILES files shipped with RDKit has 291 characters).
+
+Extraction rule (`extract_smiles`), applied to the completion's answer text (reasoning inside
+`<think>...</think>` removed, then the first `MAX_SCANNED_CHARS` characters):
+1. Labelled tokens win, first one first: the token right after a "SMILES:" label (any case, markdown
+   emphasis allowed, "SMILES string:" and "SMILES =" too, no space needed), and the completion's first
+   line when it is a single token (a base model continuing a prompt that ends in "SMILES:").
+2. Otherwise tokens inside ``` code fences, then the rest of the text; within each, tokens that look
+   like SMILES come first: structural characters (ring digits, bonds, brackets, branches, charges)
+   before plain multi-atom words (e.g. "CCO", but also the acronym "CNS") before single atoms (e.g. the
+   "C" of "vitamin C"); ties go to the earlier token.
+A token is read as is and, failing that, with its prose wrapping removed (markdown emphasis, trailing
+punctuation, a "label:" prefix, wrapping brackets or unbalanced parentheses). The first candidate in
+this order that parses and contains carbon is the answer. Time is bounded: tokens whose letters are
+not SMILES atoms (ordinary prose words) are rejected without RDKit, and at most `MAX_CANDIDATES`
+distinct strings are handed to RDKit per completion.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from rdkit import Chem, rdBase
@@ -18,12 +32,19 @@ from rdkit import Chem, rdBase
 from divrl.task import completion_text
 
 MAX_SMILES_CHARS = 400
-MAX_SCANNED_CHARS = 20_000  # only this prefix of a completion is searched for a SMILES token
-MAX_CANDIDATES = 64  # at most this many tokens are tried per completion
+MAX_SCANNED_CHARS = 20_000  # only this prefix of the answer text is searched for a SMILES token
+MAX_CANDIDATES = 64  # at most this many distinct SMILES-shaped strings are handed to RDKit per completion
 
+# Outside brackets SMILES letters can only be organic-subset atoms; RDKit writes dative bonds as -> and <-.
+_SMILES_SHAPE = re.compile(r"(?:\[[^\[\]]*\]|Cl|Br|[BCNOPSFIbcnops]|[0-9@+\-()=#$%/\\.:*~<>])+")
+_ATOM = re.compile(r"\[[^\[\]]*\]|Cl|Br|[BCNOPSFIbcnops]")
+_STRUCTURAL = re.compile(r"[0-9@+\-\[\]()=#$%/\\<>]")
+# A token: a run of non-separator characters; < and > separate (tags such as <smiles>) except in -> and <-.
+_TOKEN = re.compile(r"(?:->|<-|[^\s,;`\"'|{}<>])+")
 _FENCE = re.compile(r"```(.*?)```", re.S)
-_SEPARATORS = re.compile(r"[\s,;<>`\"'|{}]+")
-_SMILES_CHARS = re.compile(r"[A-Za-z0-9@+\-\[\]()=#$%/\\.:*~]+")
+_LABEL = re.compile(r"\bSMILES\b[*_ ]*(?:string[*_ ]*)?[:=][*_]*", re.I)
+_LABEL_PREFIX = re.compile(r"^[A-Za-z_]+:")
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 
 
 def quiet_rdkit() -> Any:
@@ -34,12 +55,13 @@ def quiet_rdkit() -> Any:
 def parse_smiles(smiles: Any) -> Chem.Mol | None:
     """The RDKit molecule of `smiles`, or None when it is not a real molecule.
 
-    Rejected: non-strings, empty or over-long strings, parse/sanitisation failures, molecules without
-    heavy atoms (e.g. "[H][H]", or "" which RDKit parses as an empty molecule) and wildcard atoms ("*").
+    Rejected: non-strings, empty or over-long strings, strings that cannot be SMILES (letters outside
+    brackets that are not organic-subset atoms), parse/sanitisation failures, molecules without heavy
+    atoms (e.g. "[H][H]", or "" which RDKit parses as an empty molecule) and wildcard atoms ("*").
     """
     if not isinstance(smiles, str) or not smiles or len(smiles) > MAX_SMILES_CHARS:
         return None
-    if _SMILES_CHARS.fullmatch(smiles) is None:
+    if _SMILES_SHAPE.fullmatch(smiles) is None:
         return None
     try:
         with quiet_rdkit():
@@ -53,43 +75,98 @@ def parse_smiles(smiles: Any) -> Chem.Mol | None:
     return mol
 
 
-def canonical_smiles(mol: Chem.Mol) -> str:
-    """RDKit's canonical isomeric SMILES of a parsed molecule."""
-    return Chem.MolToSmiles(mol)
+def canonical_smiles(mol: Chem.Mol) -> str | None:
+    """RDKit's canonical isomeric SMILES of a parsed molecule, or None when it does not read back as itself.
+
+    RDKit occasionally writes SMILES it cannot parse again (e.g. some odd aromatic systems); treating
+    those molecules as invalid keeps `canonicalize` idempotent, so cache keys, IPS outcomes and metrics agree.
+    """
+    smiles = Chem.MolToSmiles(mol)
+    again = parse_smiles(smiles)
+    return smiles if again is not None and Chem.MolToSmiles(again) == smiles else None
 
 
 def canonicalize(smiles: Any) -> str | None:
-    """Canonical SMILES of `smiles`, or None when `parse_smiles` rejects it."""
+    """Canonical SMILES of `smiles`, or None when it is not a valid molecule; idempotent."""
     mol = parse_smiles(smiles)
     return None if mol is None else canonical_smiles(mol)
 
 
-def _candidate_tokens(text: str) -> Iterator[str]:
-    """Tokens that may be SMILES: code-fence contents first, then the whole text, with prose
-    punctuation (markdown emphasis, trailing full stops/colons, wrapping parentheses) stripped."""
-    text = text[:MAX_SCANNED_CHARS]
-    for chunk in [*_FENCE.findall(text), text]:
-        for token in _SEPARATORS.split(chunk):
-            token = token.strip("*").rstrip(".:!?")
-            if token.startswith("(") and token.count(")") >= token.count("("):
-                token = token[1:-1] if token.endswith(")") else token[1:]
-            if token and _SMILES_CHARS.fullmatch(token) is not None:
-                yield token
+def _answer_text(text: str) -> str:
+    """`text` without reasoning: <think> blocks, text before a </think> opened in the prompt, an unclosed tail."""
+    close_at, open_at = text.find(_THINK_CLOSE), text.find(_THINK_OPEN)
+    if close_at != -1 and (open_at == -1 or close_at < open_at):  # chat templates may open the block in the prompt
+        text = text[close_at + len(_THINK_CLOSE) :]
+    kept, start = [], 0
+    while (open_at := text.find(_THINK_OPEN, start)) != -1:
+        kept.append(text[start:open_at])
+        close_at = text.find(_THINK_CLOSE, open_at)
+        if close_at == -1:  # still reasoning when the completion ended: no answer after it
+            return " ".join(kept)
+        start = close_at + len(_THINK_CLOSE)
+    kept.append(text[start:])
+    return " ".join(kept)
+
+
+def _unwrapped(token: str) -> str:
+    """`token` without prose wrapping: emphasis, end punctuation, a "label:" prefix, brackets, stray parentheses."""
+    token = _LABEL_PREFIX.sub("", token.strip("*_").rstrip(".,:!?"))
+    if len(token) >= 2 and token[0] + token[-1] in ("()", "[]"):
+        token = token[1:-1]
+    if token.startswith("(") and token.count("(") > token.count(")"):
+        token = token[1:]
+    if token.endswith(")") and token.count(")") > token.count("("):
+        token = token[:-1]
+    return token
+
+
+def _tier(token: str) -> int:
+    """How SMILES-like a token looks: 0 structural characters, 1 several atoms, 2 a single atom (e.g. "C", "I")."""
+    if _STRUCTURAL.search(token):
+        return 0
+    return 1 if len(_ATOM.findall(token)) >= 2 else 2
+
+
+def _ranked_candidates(text: str) -> list[str]:
+    """SMILES-shaped strings of `text` in the order of the extraction rule (module docstring), without repeats."""
+    keyed: list[tuple[tuple[int, int, int, int], str]] = []
+
+    def add(match: re.Match[str], group: int, offset: int = 0) -> None:
+        token = match.group()
+        if len(token) > MAX_SMILES_CHARS + 8:  # room for wrapping punctuation only
+            return
+        for variant, form in enumerate(dict.fromkeys((token, _unwrapped(token)))):
+            if form and len(form) <= MAX_SMILES_CHARS and _SMILES_SHAPE.fullmatch(form):
+                keyed.append(((group, 0 if group == 0 else _tier(form), offset + match.start(), variant), form))
+
+    first_line = text.lstrip().split("\n", 1)[0]
+    first = _TOKEN.search(first_line)
+    if first is not None and _TOKEN.search(first_line, first.end()) is None:  # a lone token on the first line
+        add(first, group=0, offset=len(text) - len(text.lstrip()))
+    for label in _LABEL.finditer(text):
+        token = _TOKEN.search(text, label.end())
+        if token is not None:
+            add(token, group=0)
+    for fence in _FENCE.finditer(text):
+        for token in _TOKEN.finditer(fence.group(1)):
+            add(token, group=1, offset=fence.start(1))
+    for token in _TOKEN.finditer(text):
+        add(token, group=2)
+    keyed.sort(key=lambda item: item[0])
+    return list(dict.fromkeys(form for _, form in keyed))
 
 
 def extract_smiles(completion: Any) -> str | None:
-    """Canonical SMILES of the first plausible molecule in a completion (text or chat list), else None.
+    """Canonical SMILES of the completion's molecule (text or chat list) by the module's extraction rule, else None.
 
-    Plausible = parses (see `parse_smiles`) and contains carbon: single-letter words such as "I" or "NO"
-    parse as molecules too, and this task is about organic molecules.
+    Plausible = parses (see `parse_smiles`), contains carbon (words such as "I" or "NO" parse as molecules
+    too, and this task is about organic molecules) and has a canonical SMILES (see `canonical_smiles`).
     """
-    text = completion_text(completion)
-    for tried, token in enumerate(_candidate_tokens(text)):
-        if tried >= MAX_CANDIDATES:
-            break
+    text = _answer_text(completion_text(completion))[:MAX_SCANNED_CHARS]
+    for token in _ranked_candidates(text)[:MAX_CANDIDATES]:
         mol = parse_smiles(token)
         if mol is not None and any(atom.GetAtomicNum() == 6 for atom in mol.GetAtoms()):
             canonical = canonical_smiles(mol)
-            if len(canonical) <= MAX_SMILES_CHARS:
+            if canonical is not None:
                 return canonical
     return None

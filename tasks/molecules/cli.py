@@ -1,15 +1,18 @@
 """`divrl eval molecules`: sample SMILES from a model, score them with the cheap MPO, write metrics.
 
-Writes `DIR/metrics.json` (validity, uniqueness, novelty, IntDiv in the MOSES and TDC conventions,
-reward distribution, Generative Yield and Oracle Burden), `DIR/samples.jsonl` and `DIR/plot.png`.
-Heavy imports (RDKit, torch, transformers) live in the handler.
+Writes `DIR/metrics.json` (validity, uniqueness over valid molecules and over all samples, novelty,
+IntDiv in the MOSES and TDC conventions, reward distribution, Generative Yield, also within `--budget`
+oracle calls, and Oracle Burden), `DIR/samples.jsonl` and `DIR/plot.png`. Bad options fail before the
+model loads. Heavy imports (RDKit, torch, transformers) live in the handler.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from divrl.sampling import add_sampling_arguments
@@ -47,25 +50,50 @@ def register(subparsers: Any) -> None:
         "--tau",
         type=float,
         action="append",
-        help="reward threshold(s) for Yield/Oracle Burden (repeatable; default 0.8 and 0.85)",
+        help="reward threshold(s) in [0, 1) for Yield/Oracle Burden (repeatable; default 0.8 and 0.85)",
     )
     parser.add_argument("--ob-n", type=int, default=100, help="N of the Oracle Burden OB_tau(N) (default 100)")
+    parser.add_argument(
+        "--budget", type=int, help="also report Generative Yield within the first N oracle calls (yield_N_calls)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     add_sampling_arguments(parser, max_new_tokens=64)
     parser.set_defaults(func=_run)
 
 
+def _output_dir(path: str) -> Path:
+    """`path` as a writable directory, created when missing; a ValueError naming --out when that is impossible."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {path} is an existing file, not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # e.g. a path under a file, or no permission
+        raise ValueError(f"--out {path}: cannot create the directory ({error.strerror or error})") from error
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {path}: the directory is not writable")
+    return out
+
+
 def _run(args: argparse.Namespace) -> int:
     from divrl import sampling
     from divrl.cli import require_at_least
-    from divrl.tasks.molecules.evaluate import evaluate_molecules
+    from divrl.tasks.molecules.evaluate import evaluate_molecules, prompt_rows
+    from divrl.tasks.molecules.metrics import check_budget, check_taus
     from divrl.tasks.molecules.task import MoleculeTask
 
+    # Everything that user input can break is checked before the (slow) model load.
     require_at_least(args, samples=1, prompts=1, shots=0, ob_n=1)
-    components = {"components": args.components} if args.components else {}
-    task = MoleculeTask(**components, hbd_threshold=args.hbd_threshold)  # validates before loading the model
     taus = tuple(args.tau) if args.tau else (0.8, 0.85)
+    check_taus(taus)
+    check_budget(args.budget)
+    components = {"components": args.components} if args.components else {}
+    task = MoleculeTask(**components, hbd_threshold=args.hbd_threshold)
     config = sampling.sampling_config_from_args(args, stop=(BASE_STOP,))
+    out = _output_dir(args.out)
+    # The style only formats the drawn examples, so "auto" is checked with base prompts.
+    checked_style = "base" if args.prompt_style == "auto" else args.prompt_style
+    prompt_rows(args.samples, style=checked_style, prompts=args.prompts, shots=args.shots, seed=args.seed)
     sampler = sampling.make_sampler(args.model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
     style = args.prompt_style
     if style == "auto":
@@ -82,10 +110,13 @@ def _run(args: argparse.Namespace) -> int:
         task=task,
         taus=taus,
         ob_n=args.ob_n,
-        out_dir=args.out,
+        budget=args.budget,
+        out_dir=out,
         metadata={"model": args.model, "sampling": {"backend": args.backend, **sampling_config}},
     )
-    summary = {k: metrics[k] for k in ("validity", "uniqueness", "novelty", "intdiv_moses", "intdiv_tdc", "yield")}
-    print(json.dumps(summary))
-    print(f"wrote metrics.json, samples.jsonl and plot.png to {args.out}")
+    summary_keys = ["validity", "uniqueness", "sample_uniqueness", "novelty", "intdiv_moses", "intdiv_tdc", "yield"]
+    if args.budget is not None:
+        summary_keys.append(f"yield_{args.budget}_calls")
+    print(json.dumps({k: metrics[k] for k in summary_keys}))
+    print(f"wrote metrics.json, samples.jsonl and plot.png to {out}")
     return 0

@@ -5,28 +5,52 @@ size 10): a molecule already memorised scores `repeat_penalty` x its score (0 by
 a molecule scoring >= `min_score` is memorised in its scaffold's bucket, and once the bucket holds
 more than `bucket_size` molecules, it scores 0. Scaffolds are Bemis-Murcko ("murcko") or their
 generic, all-carbon single-bond form ("generic"); acyclic molecules share the empty scaffold "".
+Scaffold computation never raises: when RDKit cannot make a scaffold generic (e.g. a hypervalent
+ring sulphur becomes a carbon with valence 6), the molecule falls back to its Murcko scaffold, and when
+that fails too, to its own canonical SMILES.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from rdkit import Chem
 from rdkit.Chem.Scaffolds import MurckoScaffold
 
-from divrl.tasks.molecules.chem import extract_smiles, parse_smiles, quiet_rdkit
+from divrl.tasks.molecules.chem import canonical_smiles, extract_smiles, parse_smiles, quiet_rdkit
 
-SCAFFOLD_KINDS = ("murcko", "generic")
+
+def _murcko(mol: Chem.Mol) -> Chem.Mol:
+    """Bemis-Murcko scaffold of a molecule."""
+    return MurckoScaffold.GetScaffoldForMol(mol)
+
+
+def _generic(mol: Chem.Mol) -> Chem.Mol:
+    """Generic (all-carbon, single-bond) Bemis-Murcko scaffold of a molecule."""
+    return MurckoScaffold.MakeScaffoldGeneric(MurckoScaffold.GetScaffoldForMol(mol))
+
+
+_SCAFFOLD_STEPS = {"murcko": (_murcko,), "generic": (_generic, _murcko)}  # tried in order
+SCAFFOLD_KINDS = tuple(_SCAFFOLD_STEPS)
 
 
 def scaffold_of(mol: Chem.Mol, kind: str = "murcko") -> str:
-    """Scaffold SMILES (non-isomeric) of a molecule: its Bemis-Murcko scaffold, or that made generic."""
+    """Scaffold SMILES (non-isomeric) of a molecule, `kind` "murcko" or "generic"; never raises (see module doc)."""
     with quiet_rdkit():
-        scaffold = MurckoScaffold.GetScaffoldForMol(mol)
-        if kind == "generic":
-            scaffold = MurckoScaffold.MakeScaffoldGeneric(scaffold)
-        return Chem.MolToSmiles(scaffold, isomericSmiles=False)
+        for step in _SCAFFOLD_STEPS[kind]:
+            try:
+                return Chem.MolToSmiles(step(mol), isomericSmiles=False)
+            except Exception:  # RDKit sanitisation of a rewritten scaffold can fail on valid molecules
+                continue
+        return Chem.MolToSmiles(mol, isomericSmiles=False)
+
+
+def _is_real(value: Any) -> bool:
+    """Whether `value` is a real number (bools and numeric strings are not)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 class DiversityFilter:
@@ -37,12 +61,14 @@ class DiversityFilter:
     ) -> None:
         if scaffold not in SCAFFOLD_KINDS:
             raise ValueError(f"scaffold must be one of {SCAFFOLD_KINDS}, got {scaffold!r}")
-        if isinstance(bucket_size, bool) or not isinstance(bucket_size, int) or bucket_size < 1:
+        if isinstance(bucket_size, bool) or not isinstance(bucket_size, numbers.Integral) or bucket_size < 1:
             raise ValueError(f"bucket_size must be a positive integer, got {bucket_size!r}")
-        if not 0.0 <= repeat_penalty <= 1.0:
+        if not _is_real(min_score) or not math.isfinite(min_score):
+            raise ValueError(f"min_score must be a finite number, got {min_score!r}")
+        if not _is_real(repeat_penalty) or not 0.0 <= repeat_penalty <= 1.0:
             raise ValueError(f"repeat_penalty must be a multiplier in [0, 1], got {repeat_penalty!r}")
         self.scaffold = scaffold
-        self.bucket_size = bucket_size
+        self.bucket_size = int(bucket_size)
         self.min_score = float(min_score)
         self.repeat_penalty = float(repeat_penalty)
         self.buckets: dict[str, int] = {}
@@ -64,10 +90,10 @@ class DiversityFilter:
         filtered = []
         for s, score in zip(smiles, scores, strict=True):
             mol = parse_smiles(s)
-            if mol is None or score is None:
+            canonical = None if mol is None else canonical_smiles(mol)
+            if canonical is None or score is None:
                 filtered.append(score)
                 continue
-            canonical = Chem.MolToSmiles(mol)
             if canonical in self.memory:
                 filtered.append(float(score) * self.repeat_penalty)
                 continue
@@ -96,8 +122,12 @@ class DiversityFilter:
             raise ValueError(
                 f"diversity filter state was saved with {state['config']}, this filter has {self.config()}"
             )
-        self.buckets = {str(k): int(v) for k, v in state["buckets"].items()}
-        self.memory = {str(s) for s in state["memory"]}
+        try:
+            buckets = {str(k): int(v) for k, v in state["buckets"].items()}
+            memory = {str(s) for s in state["memory"]}
+        except (AttributeError, TypeError, ValueError) as error:
+            raise ValueError(f"malformed DiversityFilter state dict ({error!r})") from error
+        self.buckets, self.memory = buckets, memory
 
 
 class FilteredReward:

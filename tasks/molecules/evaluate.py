@@ -17,8 +17,13 @@ from typing import Any
 from divrl.sampling import Sampler
 from divrl.tasks.molecules.chem import extract_smiles
 from divrl.tasks.molecules.data import build_rows, reference_smiles
-from divrl.tasks.molecules.metrics import molecule_metrics, yield_curve
+from divrl.tasks.molecules.metrics import check_budget, check_taus, molecule_metrics, yield_curve
 from divrl.tasks.molecules.task import MoleculeTask
+
+
+def prompt_rows(samples: int, *, style: str, prompts: int, shots: int, seed: int) -> list[dict[str, Any]]:
+    """The seeded few-shot prompt rows an evaluation of `samples` completions uses (no more prompts than samples)."""
+    return build_rows(min(prompts, samples), style=style, n_shots=shots, seed=seed)
 
 
 def evaluate_molecules(
@@ -33,6 +38,7 @@ def evaluate_molecules(
     reference: Sequence[str] | None = None,
     taus: Sequence[float] = (0.8, 0.85),
     ob_n: int = 100,
+    budget: int | None = None,
     out_dir: str | Path | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -41,13 +47,15 @@ def evaluate_molecules(
 
     `task` defaults to a fresh MoleculeTask (a given task's earlier oracle calls count towards Yield);
     `reference` defaults to every molecule in the shipped SMILES files (the few-shot pool included,
-    so copying an example is not novel); `metadata` (e.g. the model and sampling settings) is stored
-    under metrics["config"].
+    so copying an example is not novel); `budget` adds Generative Yield within that many oracle calls;
+    `metadata` (e.g. the model and sampling settings) is stored under metrics["config"].
     """
     if samples < 1 or prompts < 1:
         raise ValueError(f"need samples >= 1 and prompts >= 1, got samples={samples}, prompts={prompts}")
+    check_taus(taus)
+    check_budget(budget)
     task = task or MoleculeTask()
-    rows = build_rows(min(prompts, samples), style=style, n_shots=shots, seed=seed)
+    rows = prompt_rows(samples, style=style, prompts=prompts, shots=shots, seed=seed)
     per_prompt, extra = divmod(samples, len(rows))  # the first `extra` prompts get one more sample
     outputs: list[list[Any]] = []
     for group, n in ((rows[:extra], per_prompt + 1), (rows[extra:], per_prompt)):
@@ -65,7 +73,9 @@ def evaluate_molecules(
     shipped_reference = reference is None
     reference = reference_smiles() if shipped_reference else list(reference)
     history = task.scorer.history
-    metrics = molecule_metrics(smiles, scores, history, reference, taus, ob_n, reference_canonical=shipped_reference)
+    metrics = molecule_metrics(
+        smiles, scores, history, reference, taus, ob_n, reference_canonical=shipped_reference, budget=budget
+    )
     copied = sum(s is not None and s in row["few_shot"] for s, (row, _) in zip(smiles, order, strict=True))
     metrics["few_shot_copy_fraction"] = copied / samples
     metrics["config"] = {

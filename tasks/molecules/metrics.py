@@ -7,27 +7,34 @@ each has its own function and the name says which:
   (IntDiv = p 1, IntDiv2 = p 2).
 - TDC/PMO (`intdiv_tdc`): Morgan radius 2, 2048 bits, over the UNIQUE valid molecules, mean of
   1 - T_ij over the pairs i < j.
+Uniqueness also comes in two conventions: `uniqueness` (metrics key "uniqueness") is MOSES'
+unique@all, distinct valid / valid molecules; `sample_uniqueness` (key "sample_uniqueness") is
+distinct valid molecules / all samples, the definition in the project notes, which also drops when
+the model writes fewer valid molecules.
 Yield and Oracle Burden read an oracle-call history (`CachedScorer.history`, or any sequence of
-(smiles, score) pairs in call order): only real oracle calls consume budget.
+(smiles, score) pairs in call order): only real oracle calls consume budget. Their thresholds tau
+are rewards in [0, 1): a molecule counts when its reward is strictly above tau.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 from rdkit import Chem, DataStructs
 from rdkit.Chem import rdFingerprintGenerator
 
-from divrl.tasks.molecules.chem import canonical_smiles, parse_smiles
+from divrl.tasks.molecules.chem import canonicalize
 
 History = Sequence[tuple[str, float]]
 
 
 def _valid_canonical(smiles: Iterable[str | None]) -> list[str]:
     """Canonical SMILES of the valid entries, duplicates and order kept."""
-    mols = (parse_smiles(s) for s in smiles)
-    return [canonical_smiles(m) for m in mols if m is not None]
+    canonical = (canonicalize(s) for s in smiles)
+    return [c for c in canonical if c is not None]
 
 
 def validity(smiles: Sequence[str | None]) -> float:
@@ -41,6 +48,13 @@ def uniqueness(smiles: Sequence[str | None]) -> float:
     """Distinct valid molecules / valid molecules (MOSES unique@all); 0 when none is valid."""
     valid = _valid_canonical(smiles)
     return len(set(valid)) / len(valid) if valid else 0.0
+
+
+def sample_uniqueness(smiles: Sequence[str | None]) -> float:
+    """Distinct valid molecules / all samples (invalid ones included, as the project notes define it)."""
+    if not smiles:
+        raise ValueError("uniqueness of an empty list of molecules is undefined")
+    return len(set(_valid_canonical(smiles))) / len(smiles)
 
 
 def novelty(smiles: Sequence[str | None], reference: Iterable[str], reference_canonical: bool = False) -> float:
@@ -89,6 +103,19 @@ def intdiv_tdc(smiles: Sequence[str | None]) -> float | None:
     return float(1.0 - total / pairs)
 
 
+def check_taus(taus: Sequence[float]) -> None:
+    """Raise a ValueError unless every tau is a finite reward threshold in [0, 1) (rewards lie in [0, 1])."""
+    for tau in taus:
+        if isinstance(tau, bool) or not isinstance(tau, numbers.Real) or not (math.isfinite(tau) and 0 <= tau < 1):
+            raise ValueError(f"tau must be a finite reward threshold in [0, 1), got {tau!r}")
+
+
+def check_budget(budget: int | None) -> None:
+    """Raise a ValueError unless `budget` is None or a positive number of oracle calls."""
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 1):
+        raise ValueError(f"budget must be a positive number of oracle calls, got {budget!r}")
+
+
 def yield_curve(history: History, tau: float) -> list[int]:
     """Number of distinct molecules with score > tau found after each oracle call."""
     found: set[str] = set()
@@ -127,17 +154,23 @@ def molecule_metrics(
     taus: Sequence[float] = (0.8, 0.85),
     ob_n: int = 100,
     reference_canonical: bool = False,
+    budget: int | None = None,
 ) -> dict:
     """All metrics of one sample: per-sample SMILES (None = nothing extracted), their scores, and the
     oracle-call history that produced them (see `novelty` for `reference_canonical`). JSON-able;
-    undefined values are None."""
+    undefined values are None. "uniqueness" is MOSES' (over valid molecules), "sample_uniqueness" the
+    notes' (over all samples); with `budget`, "yield_<budget>_calls" is Generative Yield within that
+    many oracle calls."""
     if len(smiles) != len(scores):
         raise ValueError(f"got {len(smiles)} SMILES but {len(scores)} scores")
+    check_taus(taus)
+    check_budget(budget)
     values = np.asarray(scores, dtype=np.float64)
-    return {
+    metrics = {
         "samples": len(smiles),
         "validity": validity(smiles),
         "uniqueness": uniqueness(smiles),
+        "sample_uniqueness": sample_uniqueness(smiles),
         "novelty": novelty(smiles, reference, reference_canonical),
         "intdiv_moses": intdiv_moses(smiles, p=1),
         "intdiv2_moses": intdiv_moses(smiles, p=2),
@@ -152,3 +185,6 @@ def molecule_metrics(
         "yield": {str(tau): generative_yield(history, tau) for tau in taus},
         f"oracle_burden_{ob_n}": {str(tau): oracle_burden(history, tau, ob_n) for tau in taus},
     }
+    if budget is not None:
+        metrics[f"yield_{budget}_calls"] = {str(tau): generative_yield(history, tau, budget) for tau in taus}
+    return metrics

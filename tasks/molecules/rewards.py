@@ -13,6 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rdkit import Chem
 from rdkit.Chem import QED, rdMolDescriptors
@@ -89,6 +90,7 @@ class MPO:
             raise ValueError(f"extra component(s) {not_callable} must be callables SMILES -> [0, 1]")
         if isinstance(hbd_threshold, bool) or not isinstance(hbd_threshold, int) or hbd_threshold < 0:
             raise ValueError(f"hbd_threshold must be a non-negative integer, got {hbd_threshold!r}")
+        self.hbd_threshold = hbd_threshold
         self.mol_components = {name: available[name] for name in dict.fromkeys(components)}
         self.smiles_components = extra
         self.names = (*self.mol_components, *self.smiles_components)
@@ -110,19 +112,25 @@ class MPO:
         total = sum(raw.values())
         return {name: w / total for name, w in raw.items()}
 
+    def config(self) -> dict[str, Any]:
+        """JSON-able description of what this MPO computes (extra components by name), to match checkpoints."""
+        hbd_threshold = self.hbd_threshold if "hbd" in self.mol_components else None
+        return {"components": list(self.names), "weights": dict(self.weights), "hbd_threshold": hbd_threshold}
+
     def component_scores(self, smiles: str) -> dict[str, float] | None:
         """Each component's value in [0, 1] for `smiles`, or None when it is not a valid molecule."""
         mol = parse_smiles(smiles)
         if mol is None:
             return None
+        canonical = canonical_smiles(mol) if self.smiles_components else ""
+        if canonical is None:  # RDKit cannot read its own SMILES of this molecule back: not valid
+            return None
         scores = {}
         with quiet_rdkit():
             for name, component in self.mol_components.items():
                 scores[name] = self._checked(name, component, mol, smiles)
-        if self.smiles_components:
-            canonical = canonical_smiles(mol)
-            for name, component in self.smiles_components.items():
-                scores[name] = self._checked(name, component, canonical, canonical)
+        for name, component in self.smiles_components.items():
+            scores[name] = self._checked(name, component, canonical, canonical)
         return scores
 
     def _checked(self, name: str, component: Callable, argument: object, smiles: str) -> float:

@@ -8,6 +8,7 @@ logP, each mapped linearly onto [0, 1] from a configurable range (values outside
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -50,11 +51,27 @@ def _unit_interval(value: float, bounds: tuple[float, float]) -> float:
     return min(1.0, max(0.0, (value - low) / (high - low)))
 
 
+def _diversity_filter(spec: DiversityFilter | Mapping[str, Any] | None) -> DiversityFilter | None:
+    """The task's diversity filter from a filter, a dict of `DiversityFilter` keyword arguments, or None."""
+    if spec is None or isinstance(spec, DiversityFilter):
+        return spec
+    if not isinstance(spec, Mapping):
+        raise ValueError(
+            f"diversity_filter must be a DiversityFilter or a dict of its arguments, got {type(spec).__name__}"
+        )
+    accepted = set(inspect.signature(DiversityFilter).parameters)
+    unknown = [name for name in spec if name not in accepted]
+    if unknown:
+        raise ValueError(f"unknown diversity_filter argument(s) {unknown}; accepted: {sorted(accepted)}")
+    return DiversityFilter(**spec)
+
+
 class MoleculeTask:
     """SMILES generation with cheap RDKit rewards; implements reward_funcs, outcome_key and behavior.
 
     `components`, `extra_components`, `weights` and `hbd_threshold` configure the MPO (see `MPO`);
-    `diversity_filter` wraps the reward; `workers` > 1 scores batches with at least `pool_threshold`
+    `diversity_filter` (a `DiversityFilter`, or a dict of its keyword arguments as recipes' task_args
+    give it) wraps the reward; `workers` > 1 scores batches with at least `pool_threshold`
     new molecules in a process pool (see `CachedScorer`); the ranges normalise the QD descriptors.
     In multi-process training each process keeps its own cache and filter memory.
     """
@@ -69,7 +86,7 @@ class MoleculeTask:
         extra_components: Mapping[str, SmilesComponent] | None = None,
         weights: Mapping[str, float] | None = None,
         hbd_threshold: int = 3,
-        diversity_filter: DiversityFilter | None = None,
+        diversity_filter: DiversityFilter | Mapping[str, Any] | None = None,
         workers: int = 1,
         pool_threshold: int = 256,
         molwt_range: tuple[float, float] = DEFAULT_MOLWT_RANGE,
@@ -80,7 +97,7 @@ class MoleculeTask:
                 raise ValueError(f"{field} must be (low, high) with low < high, got {(low, high)}")
         self.mpo = MPO(components, extra_components=extra_components, weights=weights, hbd_threshold=hbd_threshold)
         self.scorer = CachedScorer(self.mpo, workers=workers, pool_threshold=pool_threshold)
-        self.diversity_filter = diversity_filter
+        self.diversity_filter = _diversity_filter(diversity_filter)
         self.molwt_range = molwt_range
         self.logp_range = logp_range
         self._descriptors = functools.lru_cache(maxsize=100_000)(self._descriptors_of)
@@ -108,27 +125,40 @@ class MoleculeTask:
             molwt, logp = Descriptors.MolWt(mol), Crippen.MolLogP(mol)
         return _unit_interval(molwt, self.molwt_range), _unit_interval(logp, self.logp_range)
 
-    def train_dataset(self, split: str = "train", style: str = "base", seed: int = 0, limit: int | None = None,
-                      n_exemplars: int = 3, **_: Any) -> Any:
+    def train_dataset(
+        self,
+        split: str = "train",
+        style: str = "base",
+        seed: int = 0,
+        limit: int | None = None,
+        n_exemplars: int = 3,
+        **_: Any,
+    ) -> Any:
         """`limit` (default 64) few-shot prompts for GRPO; generation is unconditional, so there is no test split."""
         from divrl.tasks.molecules.data import build_dataset
 
         if split != "train":
-            raise ValueError(f"the molecule task has only a 'train' split (prompts differ only in their examples), "
-                             f"got {split!r}")
+            raise ValueError(
+                f"the molecule task has only a 'train' split (prompts differ only in their examples), got {split!r}"
+            )
         return build_dataset(limit or 64, style=style, n_shots=n_exemplars, seed=seed)
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-able state for checkpoints: the reward cache/oracle history and the diversity filter."""
-        state: dict[str, Any] = {"scorer": self.scorer.state_dict()}
+        """JSON-able state for checkpoints: the MPO config, the reward cache with its oracle-call history and
+        counters (`CachedScorer.state_dict`), and the diversity filter's buckets and memory when there is one."""
+        state: dict[str, Any] = {"mpo": self.mpo.config(), "scorer": self.scorer.state_dict()}
         if self.diversity_filter is not None:
             state["diversity_filter"] = self.diversity_filter.state_dict()
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore `state_dict` output (the diversity filter part must match this task's filter)."""
-        if "scorer" not in state:
-            raise ValueError("not a MoleculeTask state dict: missing 'scorer'")
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore `state_dict` output; a state from another MPO or diversity filter setup is refused (ValueError)."""
+        if not isinstance(state, Mapping) or not {"mpo", "scorer"} <= set(state):
+            raise ValueError("not a MoleculeTask state dict: expected keys mpo, scorer (and diversity_filter)")
+        if state["mpo"] != self.mpo.config():
+            raise ValueError(
+                f"the checkpoint's cached rewards come from MPO {state['mpo']}, this task uses {self.mpo.config()}"
+            )
         if ("diversity_filter" in state) != (self.diversity_filter is not None):
             raise ValueError("the checkpoint and this task disagree on whether a diversity filter is used")
         self.scorer.load_state_dict(state["scorer"])
