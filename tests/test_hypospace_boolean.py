@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -94,6 +96,62 @@ def test_nor_is_only_used_where_allowed() -> None:
 )
 def test_parse_accepts_usual_noise(text: str, expected: str) -> None:
     assert BooleanTask("extended", 2).parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Expression:\n(x OR y)\nAND NOT x", "AND(NOT(x),OR(x,y))"),  # goes on with an operator
+        ("Expression: (x OR y) AND\nNOT x", "AND(NOT(x),OR(x,y))"),  # ends with an operator
+        ("Expression: AND(x,\n\ny)", "AND(x,y)"),  # an open parenthesis
+        ("Expression: x AND y\nThis matches every row.", "AND(x,y)"),  # prose after the answer
+        ("Expression: x AND y\nExpression: x OR y", "AND(x,y)"),
+    ],
+)
+def test_answer_continues_over_lines(text: str, expected: str) -> None:
+    assert BooleanTask("extended", 2).parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Expression: x' AND y", "AND(NOT(x),y)"),  # postfix prime = NOT, as Boolean algebra writes it
+        ("Expression: (x + y)'", "NOT(OR(x,y))"),
+        ("Expression: x′ ∧ y’", "AND(NOT(x),NOT(y))"),
+        ("Expression: x''", "NOT(NOT(x))"),
+        ("Expression: NOT x'", "NOT(NOT(x))"),
+    ],
+)
+def test_postfix_prime_is_not(text: str, expected: str) -> None:
+    assert BooleanTask("extended", 2).parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Expression: x AND y\nOR maybe not",  # a continuation that cannot be read
+        "Expression: (x OR\ny is my guess",
+        "Expression: x" + " " * 5000 + "AND y",  # longer than the cap: unreadable, not cut to x
+        "Expression: 'x AND y'",  # a quote is not noise: it would be read as x AND NOT y
+        "Expression: x" + "'" * 300,  # nesting is bounded
+    ],
+)
+def test_unreadable_continuations_quotes_and_overlong_answers_give_none(text: str) -> None:
+    assert BooleanTask("extended", 2).parse(text) is None
+
+
+def test_prime_counts_as_a_written_not() -> None:
+    assert BooleanTask("basic", 2).parse("Expression: x' AND y") is None
+
+
+@pytest.mark.parametrize(
+    "line", ["(x=2, y=0) -> 1", "(x=0, y=0) -> 2", "(x=0,y=0) -> 1", "(x=0, y=0) => 1", "x=0 y=0 -> 1", "", None]
+)
+def test_malformed_observations_are_a_value_error_naming_the_line(line: object) -> None:
+    task = BooleanTask("extended", 2)
+    for hypothesis in ("x", "garbage"):
+        with pytest.raises(ValueError, match=f"malformed boolean observation {re.escape(repr(line))}"):
+            task.is_consistent(hypothesis, ["(x=0, y=0) -> 1", line])
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from divrl.tasks.hypospace.causal import CausalTask, all_dags
@@ -74,6 +76,50 @@ def test_parse_accepts_usual_noise(text: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Graph:\nA->B\nB->C", "A->B;B->C"),  # one edge per line
+        ("Graph: A->B,\nB->C", "A->B;B->C"),
+        ("Graph: A->B\n->C", "A->B;B->C"),  # a chain going on
+        ("Graph: A->B\nand B->C", "A->B;B->C"),
+        ("Graph:\n- A->B\n- B->C\nThis fits every observation.", "A->B;B->C"),
+        ("Graph: A->B\nAnd this explains every observation.", "A->B"),  # prose after the answer
+        ("Graph: A->B\nGraph: C->A", "A->B"),  # a second answer is not a continuation
+    ],
+)
+def test_answer_continues_over_lines(text: str, expected: str) -> None:
+    assert CausalTask(nodes=3).parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Graph: A->B,\nmaybe",  # a continuation that cannot be read
+        "Graph: A->B\n, which fits",
+        "Graph: No edges\nA->B",
+        "Graph: A->B" + " " * 5000 + ", B->C",  # longer than the cap: unreadable, not cut to A->B
+        "Graph: " + ",\n".join(["A->B"] * 1000),
+    ],
+)
+def test_unreadable_continuations_and_overlong_answers_give_none(text: str) -> None:
+    assert CausalTask(nodes=3).parse(text) is None
+
+
+@pytest.mark.parametrize(
+    "arrow", ["\\to", "\\rightarrow", "\\Rightarrow", "\\longrightarrow", "⟹", "⟶", "—>", "- >", "–>", "==>"]
+)
+def test_latex_and_unicode_arrows(arrow: str) -> None:
+    task = CausalTask(nodes=3)
+    assert task.parse(f"Graph: A {arrow} B, B {arrow} C") == "A->B;B->C"
+    assert task.parse(f"Graph: $A {arrow} B$, \\(B {arrow} C\\)") == "A->B;B->C"
+
+
+def test_latex_command_must_end_at_the_arrow() -> None:
+    assert CausalTask(nodes=3).parse("Graph: A \\toB") is None
+    assert CausalTask(nodes=3).parse("Graph: A \\tau B") is None
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "Graph: A->A",  # self loop
@@ -105,6 +151,36 @@ def test_render_parse_round_trip_over_the_whole_space() -> None:
     for key in task.hypothesis_space():
         assert task.parse(task.render_answer(key)) == key
         assert task.parse("Sure, here it is.\n" + task.render_answer(key) + "\nThis fits all observations.") == key
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Perturb(Z) -> A:0 B:0 C:0",  # unknown node
+        "Perturb(A) -> A:0 B:1",  # a node missing
+        "Perturb(A) -> A:0 B:1 C:0 D:0",  # a node too many
+        "Perturb(A) -> B:1 A:0 C:0",
+        "Perturb(A) -> A:0 B:2 C:0",
+        "",
+        None,
+    ],
+)
+def test_malformed_observations_are_a_value_error_naming_the_line(line: object) -> None:
+    task = CausalTask(nodes=3)
+    for hypothesis in ("A->B", "garbage"):
+        with pytest.raises(ValueError, match=f"malformed causal observation {re.escape(repr(line))}"):
+            task.is_consistent(hypothesis, ["Perturb(B) -> A:0 B:0 C:0", line])
+
+
+def test_is_consistent_reads_the_observation_semantics() -> None:
+    task = CausalTask(nodes=3)
+    assert task.is_consistent("A->B", [" Perturb(A) -> A:0 B:1 C:0 ", "Perturb(C) -> A:0 B:0 C:0"])
+    assert not task.is_consistent("A->B", ["Perturb(A) -> A:1 B:1 C:0"])  # the perturbed node reads 0
+    assert not task.is_consistent("A->B;B->C", ["Perturb(A) -> A:0 B:1 C:0"])
+    assert not task.is_consistent("B->A", ["Perturb(A) -> A:0 B:1 C:0"])
+    assert not task.is_consistent("garbage", ["Perturb(A) -> A:0 B:1 C:0"])
+    with pytest.raises(ValueError, match="list of lines"):
+        task.is_consistent("A->B", "Perturb(A) -> A:0 B:1 C:0")
 
 
 def test_descriptor_edge_fraction_and_direction_balance() -> None:

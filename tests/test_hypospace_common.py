@@ -124,6 +124,31 @@ def test_outcome_key_and_behavior_hooks(task: HypoSpaceTask) -> None:
     assert task.outcome_key("garbage") is None and task.behavior("garbage") is None
 
 
+@pytest.mark.parametrize("value", [None, 3, 2.5, b"Graph: A->B", bytearray(b"x"), ["A->B"], {"a": 1}, object()])
+def test_parse_of_a_non_string_is_none(task: HypoSpaceTask, value: Any) -> None:
+    assert task.parse(value) is None
+    assert task.outcome_key(value) is None and task.behavior(value) is None
+    (reward,) = task.reward_funcs()
+    assert reward(["p"], [value], hypotheses=[list(task.instances()[0].hypotheses)]) == [0.0]
+
+
+@pytest.mark.parametrize("hypothesis", ["garbage", "A->B;", "NOT(x", "1/0", "", None, 3, ["x"]])
+def test_descriptor_takes_canonical_hypotheses_only(task: HypoSpaceTask, hypothesis: Any) -> None:
+    if task.is_hypothesis(hypothesis):  # "" is the empty graph of the causal space
+        assert all(0.0 <= d <= 1.0 for d in task.descriptor(hypothesis))
+        return
+    with pytest.raises(ValueError, match=f"canonical {task.domain} hypothesis"):
+        task.descriptor(hypothesis)
+    assert not task.is_consistent(hypothesis, task.instances()[0].observations)
+
+
+def test_observations_must_be_a_list_of_lines(task: HypoSpaceTask) -> None:
+    instance = task.instances()[0]
+    assert task.is_consistent(instance.hypotheses[0], list(instance.observations))
+    with pytest.raises(ValueError, match="list of lines"):
+        task.is_consistent(instance.hypotheses[0], instance.observations[0])
+
+
 def test_chat_prompt_states_rules_observations_format_and_previous(task: HypoSpaceTask) -> None:
     instance = task.instances()[-1]
     (message,) = task.prompt(instance, "chat")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from divrl import cli, sampling
-from divrl.tasks.hypospace import VoxelTask
+from divrl.tasks.hypospace import VoxelTask, recovery_cli
 from divrl.tasks.hypospace.common import Instance
 from divrl.tasks.hypospace.recovery import bootstrap_mean, evaluate_recovery
 from divrl.tasks.hypospace.recovery_cli import expand_models
@@ -184,6 +184,22 @@ def test_cli_errors_are_clear(
     assert re.search(message, capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("out", ["file", "under-a-file"])
+def test_cli_checks_out_before_loading_any_model(
+    out: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    (tmp_path / "taken").write_text("not a directory")
+    out_path = tmp_path / "taken" if out == "file" else tmp_path / "taken" / "eval"
+    checked: list[str] = []
+    monkeypatch.setattr(recovery_cli, "_check_model_exists", checked.append)
+    monkeypatch.setattr(sampling, "make_sampler", lambda *a, **k: pytest.fail("a model was loaded"))
+    argv = ["eval", "recovery", "--model", "org/model", *VOXEL_ARGS, "--split", "all", "--out", str(out_path)]
+    assert _run(argv, monkeypatch) == 2
+    message = "exists and is not a directory" if out == "file" else "is not writable"
+    assert re.search(f"--out '{re.escape(str(out_path))}' {message}", capsys.readouterr().err)
+    assert checked == []
+
+
 def test_expand_models_keeps_plain_models(tmp_path: Path) -> None:
     model = _fake_model(tmp_path / "m")
     _fake_model(model / "checkpoint-5")  # a model directory is never expanded
@@ -207,6 +223,29 @@ def test_generate_cli_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "NOR(x,y)" in records[1]["hypotheses"]
 
 
+@pytest.mark.parametrize(
+    ("extra", "out", "message"),
+    [
+        (["--split", "test", "--limit", "1"], "ok.jsonl", "split 'test' of hypospace-causal .* is empty"),
+        ([], ".", "is a directory; give a file path"),
+        ([], "taken/instances.jsonl", "is not writable"),  # the parent is a file
+    ],
+)
+def test_generate_cli_errors_are_clear(
+    extra: list[str],
+    out: str,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    (tmp_path / "taken").write_text("not a directory")
+    argv = ["hypospace", "generate", "--domain", "causal", "--nodes", "3", *extra, "--out", str(tmp_path / out)]
+    assert _run(argv, monkeypatch) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "ok.jsonl").exists()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # A tiny real model end to end (numbers are meaningless; the pipeline must run and stay consistent)
 
@@ -227,3 +266,45 @@ def test_cli_with_a_tiny_local_model(
         recomputed = [TASK.parse(c) for c in record["completions"]]
         assert record["proposals"] == recomputed
         assert all(0.0 <= v <= 1.0 for v in record["curve"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["parallel", "sequential"])
+def test_exact_curve_through_the_real_transformers_sampler(
+    protocol: str, tiny_qwen3: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tokenizing, batching, slicing off the prompt, decoding and cutting at the stop marker are the real ones;
+    only `model.generate` is replaced, by one that appends the token ids of scripted answers to each prompt."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen3)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3)
+    config = sampling.SamplingConfig(max_new_tokens=64, batch_size=4, stop=("\nEND",))
+    sampler = sampling.TransformersSampler(model, tokenizer, config)
+    # After the stop marker comes what a base model runs on with: an admissible answer, which must be cut
+    # off (else "garbage" and "no idea" would read as valid and the curve would differ).
+    runs_on = {inst.id: TASK.render_answer(inst.hypotheses[0]) for inst in INSTANCES}
+    scripts = {id_: [f"{answer}\nEND\n{runs_on[id_]}" for answer in answers] for id_, answers in _scripts().items()}
+    calls: list[tuple[int, int]] = []
+
+    def generate(input_ids: torch.Tensor, num_return_sequences: int, pad_token_id: int, **kwargs: object):
+        assert kwargs["stop_strings"] == ["\nEND"] and kwargs["max_new_tokens"] == 64
+        calls.append((len(input_ids), num_return_sequences))
+        rows = []
+        for ids in input_ids.tolist():
+            instance = _instance_of(tokenizer.decode(ids), INSTANCES)
+            for _ in range(num_return_sequences):
+                answer = scripts[instance.id].pop(0)
+                rows.append(ids + tokenizer(answer, add_special_tokens=False)["input_ids"])
+        width = max(len(row) for row in rows)
+        return torch.tensor([row + [pad_token_id] * (width - len(row)) for row in rows])
+
+    monkeypatch.setattr(model, "generate", generate)
+    result = evaluate_recovery(TASK, INSTANCES, sampler, 4, protocol, instances_per_call=4, progress=False)
+    assert [r["curve"] for r in result["instances"]] == EXPECTED["per_instance_curves"]
+    assert result["curve"]["mean"] == pytest.approx(EXPECTED["curve"])
+    for metric in ("validity", "uniqueness", "recovery"):
+        assert result[metric]["mean"] == pytest.approx(EXPECTED[metric])
+    assert all(not script for script in scripts.values())
+    assert calls == ([(1, 4)] * 4 if protocol == "parallel" else [(4, 1)] * 4)

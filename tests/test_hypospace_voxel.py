@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import pytest
 
@@ -54,6 +55,52 @@ CANONICAL = "Structure:\nLayer 1:\n1 1 0\n0 0 0\n0 0 0\nLayer 2:\n1 0 0\n0 0 0\n
 )
 def test_parse_accepts_usual_noise(text: str) -> None:
     assert VoxelTask().parse(text) == "110000000/100000000"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Layer 1: [1,1,0],[0,0,0],[0,0,0]\nLayer 2: [1,0,0],[0,0,0],[0,0,0]",  # all rows of a layer on one line
+        "Layer 1: [[1, 1, 0], [0, 0, 0], [0, 0, 0]]\nLayer 2: [[1, 0, 0], [0, 0, 0], [0, 0, 0]]",
+        "Layer 1: 1 1 0; 0 0 0; 0 0 0\nLayer 2: 1 0 0; 0 0 0; 0 0 0",
+        "Layer 1: 110000000\nLayer 2:\n100000000",
+        "Layer 1: 1 1 0\n0 0 0\n0 0 0\nLayer 2 (top): 1 0 0\n0 0 0 0 0 0",  # rows split any way
+        # Prose that begins with "Layer 1" before the real answer is skipped.
+        "Layer 1 is the bottom layer, so the tall column shows in both.\nStructure:\n" + CANONICAL,
+        "Layer 1 (the ground) holds two blocks.\nLayer 1: [1,1,0],[0,0,0],[0,0,0]\nLayer 2: [1,0,0],[0,0,0],[0,0,0]",
+    ],
+)
+def test_parse_reads_rows_on_one_line_and_skips_prose(text: str) -> None:
+    assert VoxelTask().parse(text) == "110000000/100000000"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Layer 1: [1,0,0],[0,0,0]",  # a row missing
+        "Layer 1: [1,0,0],[0,0,0],[0,0,0],[0,0,0]",  # a row too many
+        "Layer 1: 1 0 0 0\n0 0 0 0 0",  # rows of the wrong width
+        "Layer 1 is the bottom layer.",  # prose and no answer
+        # Longer than the cap: unreadable, not cut to its first layer.
+        "Layer 1:\n1 0 0\n0 0 0\n0 0 0\nLayer 2:\n" + "|" * 4000 + "1 0 0\n0 0 0\n0 0 0",
+        "Layer 1:\n1 0 0\n0 0 0\n0 0 0\nLayer 2:\n1 0 0\nI am not sure\n0 0 0",
+    ],
+)
+def test_parse_rejects_broken_layers(text: str) -> None:
+    assert VoxelTask().parse(text) is None
+
+
+def test_blank_lines_do_not_count_toward_the_cap() -> None:
+    text = "Layer 1:\n1 0 0\n0 0 0\n0 0 0\n" + " \n" * 5000 + "Layer 2:\n1 0 0\n0 0 0\n0 0 0"
+    assert VoxelTask().parse(text) == "100000000/100000000"
+
+
+@pytest.mark.parametrize("line", ["10000000", "1000000000", "100 000 000", "2000000000", "", None])
+def test_malformed_observations_are_a_value_error_naming_the_line(line: object) -> None:
+    task = VoxelTask()
+    for hypothesis in ("100000000", "garbage"):
+        with pytest.raises(ValueError, match=f"malformed voxel observation {re.escape(repr(line))}"):
+            task.is_consistent(hypothesis, ["100000000", line])
 
 
 @pytest.mark.parametrize(

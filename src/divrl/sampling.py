@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 Prompt = str | list[dict[str, str]]
 BACKENDS = ("transformers", "vllm")
+# What vLLM's `LLM(dtype=...)` accepts, and the ranks its LoRAConfig allows as `max_lora_rank`.
+VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 class Sampler(Protocol):
@@ -74,9 +77,16 @@ def add_sampling_arguments(parser: Any, max_new_tokens: int) -> None:
 def sampling_config_from_args(args: Any, stop: tuple[str, ...] = (), progress: bool | None = None) -> SamplingConfig:
     """`SamplingConfig` from the options `add_sampling_arguments` added (plus `args.seed`); `progress` defaults
     to `not args.no_progress` (callers with their own progress bar pass False)."""
-    return SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
-                          top_k=args.top_k, batch_size=args.batch_size, seed=args.seed, stop=stop,
-                          progress=not args.no_progress if progress is None else progress)
+    return SamplingConfig(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        stop=stop,
+        progress=not args.no_progress if progress is None else progress,
+    )
 
 
 def truncate_at_stop(text: str, stop: Sequence[str]) -> str:
@@ -103,6 +113,21 @@ def _generation_groups(n_prompts: int, n: int, batch_size: int) -> list[tuple[li
     return groups
 
 
+def adapter_config(path: Path) -> dict[str, Any] | None:
+    """The adapter_config.json of a PEFT adapter directory (one without config.json, e.g. a TRL LoRA checkpoint),
+    None for anything else; ValueError when it is unreadable or does not name its base model."""
+    config_file = path / "adapter_config.json"
+    if not (path.is_dir() and config_file.is_file() and not (path / "config.json").is_file()):
+        return None
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read adapter config {config_file}: {exc}") from exc
+    if not isinstance(config, dict) or not config.get("base_model_name_or_path"):
+        raise ValueError(f"adapter {path} does not name its base model (base_model_name_or_path)")
+    return config
+
+
 def load_for_sampling(
     name_or_path: str, *, quantize: str = "auto", dtype: str = "auto"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -111,15 +136,12 @@ def load_for_sampling(
     from divrl.models import load_model_and_tokenizer, resolve_model_name
 
     path = Path(name_or_path).expanduser()
-    adapter_config = path / "adapter_config.json"
-    if path.is_dir() and adapter_config.is_file() and not (path / "config.json").is_file():
+    adapter = adapter_config(path)
+    if adapter is not None:
         from peft import PeftModel
         from transformers import AutoTokenizer
 
-        base = json.loads(adapter_config.read_text()).get("base_model_name_or_path")
-        if not base:
-            raise ValueError(f"adapter {path} does not name its base model (base_model_name_or_path)")
-        model, tokenizer = load_model_and_tokenizer(base, quantize=quantize, dtype=dtype)
+        model, tokenizer = load_model_and_tokenizer(adapter["base_model_name_or_path"], quantize=quantize, dtype=dtype)
         model = PeftModel.from_pretrained(model, str(path))
         if (path / "tokenizer_config.json").is_file():
             tokenizer = AutoTokenizer.from_pretrained(path)
@@ -188,9 +210,30 @@ class TransformersSampler:
 
 
 class VLLMSampler:
-    """Sampling with vLLM (`LLM.generate` for text prompts, `LLM.chat` for message lists)."""
+    """Sampling with vLLM (`LLM.generate` for text prompts, `LLM.chat` for message lists).
 
-    def __init__(self, name_or_path: str, config: SamplingConfig, **llm_kwargs: Any) -> None:
+    A PEFT LoRA adapter directory runs on its base model (adapter_config.json's base_model_name_or_path) with
+    `enable_lora=True` and a `LoRARequest` on every call. `dtype` goes to vLLM as is (one of VLLM_DTYPES);
+    `quantize` must be "auto" or "none": both load the checkpoint's own weights, since on-the-fly 4-bit NF4
+    (bitsandbytes) is a transformers-backend feature here and is refused rather than silently dropped.
+    """
+
+    def __init__(
+        self,
+        name_or_path: str,
+        config: SamplingConfig,
+        *,
+        quantize: str = "auto",
+        dtype: str = "auto",
+        **llm_kwargs: Any,
+    ) -> None:
+        if quantize not in ("auto", "none"):
+            raise ValueError(
+                f"quantize {quantize!r} is not supported by the vllm backend (it loads the checkpoint's own weights); "
+                "use quantize 'none' or 'auto', or the transformers backend for 4-bit NF4"
+            )
+        if dtype not in VLLM_DTYPES:
+            raise ValueError(f"dtype {dtype!r} is not one vLLM accepts; choose one of {VLLM_DTYPES}")
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -198,7 +241,25 @@ class VLLMSampler:
         from divrl.models import resolve_model_name
 
         self.config = config
-        self.llm = LLM(model=resolve_model_name(name_or_path), seed=config.seed, **llm_kwargs)
+        self.lora_request = None
+        path = Path(name_or_path).expanduser()
+        adapter = adapter_config(path)
+        if adapter is not None:
+            from vllm.lora.request import LoRARequest
+
+            rank = adapter.get("r")
+            if isinstance(rank, int) and not isinstance(rank, bool):
+                if rank > VLLM_LORA_RANKS[-1]:
+                    raise ValueError(
+                        f"adapter {path} has LoRA rank {rank}; vLLM serves ranks up to {VLLM_LORA_RANKS[-1]}"
+                    )
+                llm_kwargs.setdefault("max_lora_rank", next(r for r in VLLM_LORA_RANKS if r >= rank))
+            llm_kwargs["enable_lora"] = True
+            if (path / "tokenizer_config.json").is_file():
+                llm_kwargs.setdefault("tokenizer", str(path))
+            self.lora_request = LoRARequest(path.name or "adapter", 1, str(path))
+            name_or_path = adapter["base_model_name_or_path"]
+        self.llm = LLM(model=resolve_model_name(name_or_path), seed=config.seed, dtype=dtype, **llm_kwargs)
         self.has_chat_template = bool(getattr(self.llm.get_tokenizer(), "chat_template", None))
 
     def __call__(self, prompts: Sequence[Prompt], n: int = 1) -> list[list[str]]:
@@ -219,7 +280,9 @@ class VLLMSampler:
         chat_idx = [i for i, p in enumerate(prompts) if not isinstance(p, str)]
         for indices, call in ((text_idx, self.llm.generate), (chat_idx, self.llm.chat)):
             if indices:
-                results = call([prompts[i] for i in indices], params, use_tqdm=config.progress)
+                results = call(
+                    [prompts[i] for i in indices], params, use_tqdm=config.progress, lora_request=self.lora_request
+                )
                 for i, result in zip(indices, results, strict=True):
                     outputs[i] = [o.text for o in result.outputs]
         return outputs
@@ -237,6 +300,6 @@ def make_sampler(
     if backend not in BACKENDS:
         raise ValueError(f"unknown sampling backend {backend!r}; choose one of {BACKENDS}")
     if backend == "vllm":
-        return VLLMSampler(name_or_path, config)
+        return VLLMSampler(name_or_path, config, quantize=quantize, dtype=dtype)
     model, tokenizer = load_for_sampling(name_or_path, quantize=quantize, dtype=dtype)
     return TransformersSampler(model, tokenizer, config)

@@ -20,16 +20,29 @@ Two inconsistencies of the reference code are fixed here, with one definition us
   operator sets without NOR. Here the allowed-operator check applies to the operators the answer
   actually writes: NOT(x OR y) is fine with {AND, OR, NOT}; a written NOR is rejected there.
 The parser is a small recursive-descent grammar with a nesting limit; model output is never evaluated.
+Besides AND/OR/NOT/NOR words it reads the usual symbols (& | ! ~ ∧ ∨ ¬, LaTeX \\land \\lor \\lnot, + and ·
+of Boolean algebra) and a postfix prime as complement, as Boolean algebra writes it: x' = NOT x, (x + y)'
+= NOT (x OR y); a quote in any other place makes the answer unreadable, never dropped as noise. An
+expression may go on over following lines when a line ends with an operator, a comma or an open
+parenthesis, or the next line starts with a binary operator, a comma or a closing parenthesis; anything
+unreadable in such a continuation makes the whole answer unreadable.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from divrl.tasks.hypospace.common import HypoSpaceTask, answer_region, check_int, first_line
+from divrl.tasks.hypospace.common import (
+    MAX_ANSWER_CHARS,
+    HypoSpaceTask,
+    answer_lines,
+    answer_region,
+    check_int,
+    match_observation,
+)
 
 OPERATOR_SETS: dict[str, frozenset[str]] = {
     "basic": frozenset({"AND", "OR"}),
@@ -48,7 +61,8 @@ _TOKEN = re.compile(
     | (?P<or>\|\||\||∨|⋁|\+|\\lor\b|\\vee\b)
     | (?P<not>¬|~|!|\\lnot\b|\\neg\b)
     | (?P<nor>⊽|↓)
-    | (?P<skip>\\left\b|\\right\b|\\[()\[\]]|\\[,;!\ ]|\$|`|\*|"|')
+    | (?P<prime>'|′|’)
+    | (?P<skip>\\left\b|\\right\b|\\[()\[\]]|\\[,;!\ ]|\$|`|\*|")
     | (?P<lp>[(\[{])
     | (?P<rp>[)\]}])
     | (?P<comma>,)
@@ -61,14 +75,17 @@ _WORDS = {"and": "and", "or": "or", "not": "not", "nor": "nor", "x": "var", "y":
 
 # A key node: (operator, children, rendered prefix string); operator in VAR / NOT / AND / OR.
 Node = tuple[str, tuple[Any, ...], str]
+# Token kinds after which an expression cannot end, and those a continuation line can start with.
+_OPEN_KINDS = frozenset({"and", "or", "nor", "not", "lp", "comma"})
+_CONTINUING_KINDS = frozenset({"and", "or", "nor", "rp", "comma"})
 
 
 class _Unreadable(Exception):
     """Raised inside the parser; `parse` turns it into None."""
 
 
-def _tokens(line: str) -> list[tuple[str, str]]:
-    tokens: list[tuple[str, str]] = []
+def _iter_tokens(line: str) -> Iterator[tuple[str, str]]:
+    """(kind, text) tokens of one line, lazily; _Unreadable at the first character outside the grammar."""
     pos = 0
     line = line.rstrip(" .;")
     while pos < len(line):
@@ -85,7 +102,44 @@ def _tokens(line: str) -> list[tuple[str, str]]:
             if not kind:
                 raise _Unreadable
             text = text.lower()
-        tokens.append((kind, text))
+        yield kind, text
+
+
+def _tokens(line: str) -> list[tuple[str, str]]:
+    """All tokens of `line`; _Unreadable past MAX_TOKENS."""
+    tokens: list[tuple[str, str]] = []
+    for token in _iter_tokens(line):
+        tokens.append(token)
+        if len(tokens) > MAX_TOKENS:
+            raise _Unreadable
+    return tokens
+
+
+def _continues(tokens: list[tuple[str, str]], line: str) -> bool:
+    """Whether `line` goes on with the expression `tokens`: they end open (an operator, a comma, an unclosed
+    parenthesis) or the line starts with a token that only continues an expression (a binary operator, ...)."""
+    kinds = [kind for kind, _ in tokens]
+    if kinds and kinds[-1] in _OPEN_KINDS or kinds.count("lp") > kinds.count("rp"):
+        return True
+    try:
+        kind, _ = next(_iter_tokens(line), ("end", ""))
+    except _Unreadable:
+        return False
+    return kind in _CONTINUING_KINDS
+
+
+def _answer_tokens(text: str) -> list[tuple[str, str]]:
+    """Tokens of the first non-blank line after the label and of the lines that continue it; _Unreadable when a
+    continuation cannot be read or the answer runs past MAX_ANSWER_CHARS / MAX_TOKENS."""
+    tokens: list[tuple[str, str]] = []
+    length = 0
+    for number, line in enumerate(answer_lines(answer_region(text, _LABEL))):
+        if number and not _continues(tokens, line):
+            break
+        length += len(line)
+        if length > MAX_ANSWER_CHARS:
+            raise _Unreadable
+        tokens += _tokens(line)
         if len(tokens) > MAX_TOKENS:
             raise _Unreadable
     return tokens
@@ -93,7 +147,8 @@ def _tokens(line: str) -> list[tuple[str, str]]:
 
 class _Parser:
     """Recursive descent over `or := and ((OR|NOR) and)*`, `and := unary (AND unary)*`,
-    `unary := NOT unary | atom`, `atom := var | (expr) | OP(expr, ...)`, with a nesting limit."""
+    `unary := NOT unary | atom PRIME*` (PRIME = a postfix '), `atom := var | (expr) | OP(expr, ...)`, with a
+    nesting limit."""
 
     def __init__(self, tokens: list[tuple[str, str]]) -> None:
         self.tokens = tokens
@@ -142,12 +197,24 @@ class _Parser:
 
     def unary(self) -> tuple:
         if self.peek() != "not":
-            return self.atom()
+            return self.postfix()
         self.take("not")
         self.used.add("NOT")
         self.enter()
         tree = ("NOT", [self.unary()])
         self.depth -= 1
+        return tree
+
+    def postfix(self) -> tuple:
+        tree = self.atom()
+        primes = 0
+        while self.peek() == "prime":  # x' = NOT x
+            self.take("prime")
+            self.used.add("NOT")
+            self.enter()
+            primes += 1
+            tree = ("NOT", [tree])
+        self.depth -= primes
         return tree
 
     def atom(self) -> tuple:
@@ -281,9 +348,9 @@ class BooleanTask(HypoSpaceTask):
                     yield lines, groups[outputs]
 
     # -- reading answers ---------------------------------------------------------------------------------
-    def parse(self, text: str) -> str | None:
+    def read_answer(self, text: str) -> str | None:
         try:
-            parser = _Parser(_tokens(first_line(answer_region(text, _LABEL))))
+            parser = _Parser(_answer_tokens(text))
             tree = parser.parse()
         except _Unreadable:
             return None
@@ -292,20 +359,20 @@ class BooleanTask(HypoSpaceTask):
         key = self._key(tree)[2]
         return key if key in self.depth_of else None
 
-    def is_consistent(self, hypothesis: str, observations: Sequence[str]) -> bool:
-        table = self.table_of.get(hypothesis)
-        if table is None:
-            return False
-        for line in observations:
-            match = _OBSERVATION.fullmatch(line.strip())
-            if match is None:
-                raise ValueError(f"malformed boolean observation {line!r}")
-            x, y, out = (int(g) for g in match.groups())
-            if table >> ROWS.index((x, y)) & 1 != out:
-                return False
-        return True
+    def is_hypothesis(self, hypothesis: Any) -> bool:
+        return isinstance(hypothesis, str) and hypothesis in self.depth_of
 
-    def descriptor(self, hypothesis: str) -> tuple[float, ...]:
+    def read_observation(self, line: Any) -> tuple[int, int]:
+        """(row index into ROWS, output) of `(x=0, y=1) -> 1`."""
+        match = match_observation(self.domain, _OBSERVATION, line, _row_line(1, 1))
+        x, y, out = (int(g) for g in match.groups())
+        return ROWS.index((x, y)), out
+
+    def reproduces(self, hypothesis: str, observations: Sequence[tuple[int, int]]) -> bool:
+        table = self.table_of[hypothesis]
+        return all(table >> row & 1 == out for row, out in observations)
+
+    def describe(self, hypothesis: str) -> tuple[float, ...]:
         nor = hypothesis.count("NOR(")
         negations = hypothesis.count("NOT(") + nor
         ands = hypothesis.count("AND(")

@@ -6,8 +6,12 @@ H_O is every DAG with at most `max_edges` edges that reproduces all of them. Cou
 edges: 25 / 543 DAGs and 61 / 847 observation sets (all k) for 3 / 4 nodes.
 
 Canonical hypothesis: edges `A->B` sorted and joined by `;` ("" for no edges). Answers read
-`Graph: A->B, B->C` or `Graph: No edges`; arrows ->, =>, →, ⇒, ⟶ and chains `A->B->C` are accepted;
-unknown nodes, self loops, cycles and too many edges make a proposal unreadable (outside the space).
+`Graph: A->B, B->C` or `Graph: No edges`. Accepted noise: arrows ->, - >, =>, →, ⇒, ⟶, ⟹, —>, LaTeX
+\\to, \\rightarrow, \\Rightarrow, \\longrightarrow; chains `A->B->C`; brackets, quotes and the math
+delimiters $, \\( and \\); edges continued over following lines (a line that goes on with a separator or an
+arrow, or that starts with another edge, optionally as a `-` / `*` / `•` bullet). Unknown nodes, self loops,
+cycles and too many edges make a proposal unreadable (outside the space), and so does a continuation line
+that cannot be read.
 """
 
 from __future__ import annotations
@@ -18,16 +22,36 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from divrl.tasks.hypospace.common import HypoSpaceTask, answer_region, check_int, first_line
+from divrl.tasks.hypospace.common import (
+    MAX_ANSWER_CHARS,
+    HypoSpaceTask,
+    answer_lines,
+    answer_region,
+    check_int,
+    match_observation,
+)
 
 MAX_NODES = 5  # 6 nodes have 3.8 million DAGs: too many to enumerate per observation set here.
 NODE_NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _LABEL = re.compile(r"graph\s*:", re.IGNORECASE)
-_TOKEN = re.compile(r"\s*(?:([A-Za-z]\w*)|(-+>|=+>|→|⟶|⇒|➔|➝)|([,;&])|([\[\]{}()`*\"'.]))\s*")
+_ARROW = r"-+ ?>|=+>|[—–]+>|→|⟶|⇒|⟹|➔|➝|\\(?:to|rightarrow|Rightarrow|longrightarrow|Longrightarrow)(?![A-Za-z])"
+_NOISE = r"[\[\]{}()`*\"'.$]|\\[()\[\]]"
+_TOKEN = re.compile(rf"\s*(?:([A-Za-z]\w*)|({_ARROW})|([,;&])|({_NOISE}))\s*")
+_SKIP = rf"(?:{_NOISE}|\s)*"
+# How a line that continues the answer starts: a separator or an arrow (group 1, joined as is), or another edge.
+_CONTINUATION = re.compile(rf"{_SKIP}(?:([,;&]|{_ARROW})|(?:and\s+)?[A-Za-z](?!\w){_SKIP}(?:{_ARROW}))", re.IGNORECASE)
+# How an answer that must go on ends: with a separator or an arrow.
+_OPEN_END = re.compile(rf"(?:[,;&]|\band|{_ARROW}){_SKIP}$", re.IGNORECASE)
+_BULLET = re.compile(r"[-*•]\s+(?=[A-Za-z$\\(\[{`])")
 _STRICT = re.compile(r"[A-Z] ?-> ?[A-Z](?:[,;] ?[A-Z] ?-> ?[A-Z])*")
 _PAIR = re.compile(r"([A-Z]) ?-> ?([A-Z])")
 _NO_EDGES = frozenset({"no edges", "no edge", "none", "empty", "empty graph", "∅", "{}", "[]"})
-_OBSERVATION = re.compile(r"Perturb\(([A-Z])\) -> ((?:[A-Z]:[01] ?)+)")
+
+
+def _unbullet(line: str) -> str:
+    """`line` without a leading list bullet (`- A->B`)."""
+    bullet = _BULLET.match(line)
+    return line[bullet.end() :] if bullet else line
 
 
 def _descendants(n: int, edges: Iterable[tuple[int, int]]) -> tuple[int, ...] | None:
@@ -94,6 +118,8 @@ class CausalTask(HypoSpaceTask):
         self.node_names = NODE_NAMES[:nodes]
         self._node_index = {name: i for i, name in enumerate(self.node_names)}
         self._dags = all_dags(self.nodes, self.max_edges)
+        effects = " ".join(f"{name}:([01])" for name in self.node_names)
+        self._observation = re.compile(rf"Perturb\(([{self.node_names}])\) -> {effects}")
 
     @property
     def params(self) -> dict[str, Any]:
@@ -123,18 +149,38 @@ class CausalTask(HypoSpaceTask):
         return f"Perturb({self.node_names[node]}) -> {effects}"
 
     # -- reading answers ---------------------------------------------------------------------------------
-    def parse(self, text: str) -> str | None:
-        line = first_line(answer_region(text, _LABEL))
-        if _STRICT.fullmatch(line):  # fast path: the exact answer format
-            key = ";".join(sorted({f"{u}->{v}" for u, v in _PAIR.findall(line)}))
+    def read_answer(self, text: str) -> str | None:
+        answer = self._answer(text)
+        if answer is None:
+            return None
+        if _STRICT.fullmatch(answer):  # fast path: the exact answer format
+            key = ";".join(sorted({f"{u}->{v}" for u, v in _PAIR.findall(answer)}))
             return key if key in self._dags else None
-        if line.rstrip(".").strip().lower() in _NO_EDGES:
+        if answer.rstrip(".").strip().lower() in _NO_EDGES:
             return "" if "" in self._dags else None
-        edges = self._tolerant_edges(line)
+        edges = self._tolerant_edges(answer)
         if not edges:
             return None
         key = _edge_key(edges)
         return key if key in self._dags else None
+
+    def _answer(self, text: str) -> str | None:
+        """The first non-blank line after the label joined with the lines that continue it (edges separated by
+        ", "); None when that runs past MAX_ANSWER_CHARS."""
+        lines = answer_lines(answer_region(text, _LABEL))
+        answer = _unbullet(next(lines, ""))
+        for line in lines:
+            if len(answer) > MAX_ANSWER_CHARS:
+                return None
+            line = _unbullet(line)
+            continuation = _CONTINUATION.match(line)
+            if _OPEN_END.search(answer) or continuation and continuation.group(1):
+                answer += " " + line
+            elif continuation:
+                answer += ", " + line
+            else:
+                break
+        return answer if len(answer) <= MAX_ANSWER_CHARS else None
 
     def _tolerant_edges(self, line: str) -> set[tuple[int, int]] | None:
         """Edges of `chain (separator chain)*` where chain = node (arrow node)+; None if anything else."""
@@ -167,21 +213,19 @@ class CausalTask(HypoSpaceTask):
                 state = "start"
         return edges if state in ("more", "start") else None
 
-    def is_consistent(self, hypothesis: str, observations: Sequence[str]) -> bool:
-        reach = self._dags.get(hypothesis)
-        if reach is None:
-            return False
-        for line in observations:
-            match = _OBSERVATION.fullmatch(line.strip())
-            if match is None:
-                raise ValueError(f"malformed causal observation {line!r}")
-            node = self._node_index[match.group(1)]
-            predicted = self._line(node, reach[node])
-            if predicted != line.strip():
-                return False
-        return True
+    def is_hypothesis(self, hypothesis: Any) -> bool:
+        return isinstance(hypothesis, str) and hypothesis in self._dags
 
-    def descriptor(self, hypothesis: str) -> tuple[float, ...]:
+    def read_observation(self, line: Any) -> tuple[int, int]:
+        """(perturbed node, bitmask of the nodes reading 1) of `Perturb(A) -> A:0 B:1 C:0` over this task's nodes."""
+        match = match_observation(self.domain, self._observation, line, self._line(0, 0))
+        return self._node_index[match.group(1)], sum(int(v) << i for i, v in enumerate(match.groups()[1:]))
+
+    def reproduces(self, hypothesis: str, observations: Sequence[tuple[int, int]]) -> bool:
+        reach = self._dags[hypothesis]
+        return all(reach[node] == ones for node, ones in observations)
+
+    def describe(self, hypothesis: str) -> tuple[float, ...]:
         edges = hypothesis.split(";") if hypothesis else []
         forward = sum(edge[0] < edge[-1] for edge in edges)
         return (

@@ -6,8 +6,14 @@ Also the shared command-line pieces (task parameters, split options) that `divrl
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Any
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from divrl.tasks.hypospace import HypoSpaceTask, Instance
 
 # Command-line option -> (domain, task constructor keyword).
 DOMAIN_OPTIONS: dict[str, tuple[str, str]] = {
@@ -61,6 +67,48 @@ def task_from_args(domain: str, args: argparse.Namespace) -> Any:
     return make_task(domain, **params)
 
 
+def split_from_args(task: HypoSpaceTask, args: argparse.Namespace) -> list[Instance]:
+    """The instances of `--split` under --seed / --test-fraction / --limit; ValueError when there are none."""
+    instances = task.split(args.split, args.seed, args.test_fraction, args.limit)
+    if not instances:
+        raise ValueError(
+            f"split {args.split!r} of {task.name} {task.params} is empty "
+            f"(test_fraction={args.test_fraction}, limit={args.limit})"
+        )
+    return instances
+
+
+def _check_writable_directory(directory: Path, out: str) -> None:
+    """Create `directory` (and its parents) and create and delete a file in it; ValueError naming --out if not."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--out {out!r} is not writable: {exc.strerror or exc} ({exc.filename or directory})") from exc
+
+
+def output_file(out: str) -> Path:
+    """`--out FILE`, checked before any work: not a directory, in a directory that exists (or is created) and
+    takes new files, and writable if it exists; ValueError naming the problem otherwise."""
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise ValueError(f"--out {out!r} is a directory; give a file path, e.g. {str(path / 'instances.jsonl')!r}")
+    _check_writable_directory(path.parent, out)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"--out {out!r} exists and is not writable")
+    return path
+
+
+def output_directory(out: str) -> Path:
+    """`--out DIR`, created and checked writable before any work; ValueError when it is a file or not writable."""
+    path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {out!r} exists and is not a directory; give a directory for the results")
+    _check_writable_directory(path, out)
+    return path
+
+
 def register(subparsers: Any) -> None:
     """Add `divrl hypospace generate ...`."""
     parser = subparsers.add_parser("hypospace", help="HypoSpace tasks: generate observation sets with H_O.")
@@ -84,18 +132,15 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from divrl.tasks.hypospace import write_jsonl
 
     try:
         task = task_from_args(args.domain, args)
-        instances = task.split(args.split, args.seed, args.test_fraction, args.limit)
+        out = output_file(args.out)
+        instances = split_from_args(task, args)
     except ValueError as exc:
         print(f"divrl hypospace generate: error: {exc}", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     count = write_jsonl(instances, out)
     hypotheses = sum(len(i.hypotheses) for i in instances)
     print(f"{task.name} {task.params}: wrote {count} observation sets ({hypotheses} admissible hypotheses) to {out}")

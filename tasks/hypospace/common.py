@@ -8,8 +8,16 @@ sequential protocol, TRL reward functions, IPS outcome keys, QD descriptors, val
 recovery metrics) lives here once.
 
 Parsers only ever *read* model output: no eval/exec/sympify. `parse` returns the canonical string of a
-hypothesis inside the domain's hypothesis space, or None for anything else; validity of a proposal is
-then a set lookup `parse(text) in H_O`.
+hypothesis inside the domain's hypothesis space, or None for anything else (non-strings included); validity
+of a proposal is then a set lookup `parse(text) in H_O`. A parser never reads a different hypothesis than
+the one written: the answer is the first non-blank line after the label plus the following lines that
+continue it (more edges, an expression going on with an operator, more rows of a layer); a continuation it
+cannot read, or an answer longer than MAX_ANSWER_CHARS, gives None rather than a cut-off answer.
+
+Verifiers and descriptors take canonical hypotheses: `is_consistent` is False for anything outside the
+space, `descriptor` raises ValueError for it (the `behavior` hook only passes what `parse` returned, so it
+never raises on model output). Observations are dataset input: a malformed observation line is a
+ValueError naming the line.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import json
 import random
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -35,7 +43,8 @@ PROMPT_STYLES: tuple[str, ...] = ("chat", "base")
 SPLITS: tuple[str, ...] = ("train", "test", "all")
 # Marks the end of every worked example in base (few-shot) prompts; samplers may stop on it.
 END_MARKER = "END"
-# Longest answer region a parser looks at: no valid hypothesis is anywhere near this long.
+# Longest answer a parser reads (characters of its stripped non-blank lines): no hypothesis comes near this,
+# and a longer one is unreadable rather than cut.
 MAX_ANSWER_CHARS = 4000
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
 
@@ -137,9 +146,17 @@ def answer_region(text: str, label: re.Pattern[str]) -> str:
     return text[match.end() :] if match else text
 
 
-def first_line(text: str) -> str:
-    """First non-blank line of `text` (bounded to MAX_ANSWER_CHARS characters), stripped; "" if none."""
-    return text[:MAX_ANSWER_CHARS].lstrip().split("\n", 1)[0].strip()
+def answer_lines(text: str, start: int = 0) -> Iterator[str]:
+    """The non-blank lines of `text` from offset `start`, stripped; a parser pulls them while its answer goes on."""
+    return filter(None, map(str.strip, text[start:].split("\n")))
+
+
+def match_observation(domain: str, pattern: re.Pattern[str], line: Any, form: str) -> re.Match[str]:
+    """`pattern` matched against a whole observation `line`; ValueError naming the line and the expected form."""
+    match = pattern.fullmatch(line.strip()) if isinstance(line, str) else None
+    if match is None:
+        raise ValueError(f"malformed {domain} observation {line!r}; expected a line like {form!r}")
+    return match
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -208,16 +225,24 @@ class HypoSpaceTask(ABC):
         """Every observation set with a non-empty admissible set: (observation lines, sorted hypotheses)."""
 
     @abstractmethod
-    def parse(self, text: str) -> str | None:
-        """Canonical hypothesis of the space read from model text, or None; never raises, never evaluates."""
+    def read_answer(self, text: str) -> str | None:
+        """Canonical hypothesis of the space read from model text (a str), or None; never raises, never evaluates."""
 
     @abstractmethod
-    def is_consistent(self, hypothesis: str, observations: Sequence[str]) -> bool:
-        """Semantic check (no lookup): does canonical `hypothesis` reproduce every observation?"""
+    def is_hypothesis(self, hypothesis: Any) -> bool:
+        """Whether `hypothesis` is the canonical string of a hypothesis of this space."""
 
     @abstractmethod
-    def descriptor(self, hypothesis: str) -> tuple[float, ...]:
-        """Behaviour descriptor in [0, 1]^behavior_dims of a canonical hypothesis."""
+    def read_observation(self, line: Any) -> Any:
+        """One observation line in the domain's own form; ValueError naming the line when it is malformed."""
+
+    @abstractmethod
+    def reproduces(self, hypothesis: str, observations: Sequence[Any]) -> bool:
+        """Whether canonical `hypothesis` reproduces every observation (as `read_observation` returns them)."""
+
+    @abstractmethod
+    def describe(self, hypothesis: str) -> tuple[float, ...]:
+        """Behaviour descriptor in [0, 1]^behavior_dims of a hypothesis already known to be canonical."""
 
     @abstractmethod
     def rules(self) -> str:
@@ -359,7 +384,25 @@ class HypoSpaceTask(ABC):
             ]
         )
 
-    # -- verification, rewards and hooks -------------------------------------------------------------
+    # -- reading, verification, rewards and hooks ----------------------------------------------------
+    def parse(self, text: Any) -> str | None:
+        """Canonical hypothesis of the space read from model text, or None (also for non-strings); never raises."""
+        return self.read_answer(text) if isinstance(text, str) else None
+
+    def is_consistent(self, hypothesis: str, observations: Sequence[str]) -> bool:
+        """Semantic check (no lookup): does canonical `hypothesis` reproduce every observation? False for anything
+        outside the space; ValueError naming the first malformed observation line."""
+        if isinstance(observations, str):
+            raise ValueError(f"observations must be a list of lines, not one string: {observations!r}")
+        facts = [self.read_observation(line) for line in observations]
+        return self.is_hypothesis(hypothesis) and self.reproduces(hypothesis, facts)
+
+    def descriptor(self, hypothesis: str) -> tuple[float, ...]:
+        """Behaviour descriptor in [0, 1]^behavior_dims of a canonical hypothesis; ValueError for anything else."""
+        if not self.is_hypothesis(hypothesis):
+            raise ValueError(f"descriptor needs a canonical {self.domain} hypothesis of this space, got {hypothesis!r}")
+        return self.describe(hypothesis)
+
     def admissible_set(self, hypotheses: Iterable[str]) -> frozenset[str]:
         """H_O as a frozenset, cached per distinct column value so repeated rows cost one hash."""
         if isinstance(hypotheses, frozenset):

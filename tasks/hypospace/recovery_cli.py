@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from divrl.sampling import add_sampling_arguments
-from divrl.tasks.hypospace.cli import add_task_arguments, task_from_args
+from divrl.tasks.hypospace.cli import add_task_arguments, output_directory, split_from_args, task_from_args
 
 TASK_NAMES = ("hypospace-causal", "hypospace-voxel", "hypospace-boolean")
 
@@ -91,18 +91,12 @@ def _run(args: argparse.Namespace) -> int:
 
     require_at_least(args, samples=1, n_exemplars=0, instances_per_call=1, bootstrap=1)
     task = task_from_args(args.task, args)
-    instances = task.split(args.split, args.seed, args.test_fraction, args.limit)
-    if not instances:
-        raise ValueError(
-            f"split {args.split!r} of {task.name} {task.params} is empty "
-            f"(test_fraction={args.test_fraction}, limit={args.limit})"
-        )
+    instances = split_from_args(task, args)
+    out = output_directory(args.out)
     models = expand_models(args.model)
     for _, model in models:
         _check_model_exists(model)
     config = sampling.sampling_config_from_args(args, stop=(f"\n{END_MARKER}",), progress=False)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     results = []
     for label, model in models:
         sampler = sampling.make_sampler(model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)

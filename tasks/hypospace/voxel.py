@@ -7,7 +7,10 @@ assignment of heights in {1..H}^k is admissible: |H_O| = H^k (G=3, H=3, 1..3 blo
 2,619 structures).
 
 Canonical hypothesis: layers bottom-first, each a row-major bitstring, joined by `/`, without trailing
-empty layers. Answers read `Structure:` then `Layer 1:` ... each followed by G rows of G 0/1 values.
+empty layers. Answers read `Structure:` then `Layer 1:` ... each followed by G rows of G 0/1 values. The
+parser also reads several rows on one line (`Layer 1: [1,0,0],[0,0,0],[0,0,0]`, `1 0 0; 0 0 0; 0 0 0`,
+`100000000`), skips prose that merely begins with "Layer 1" (e.g. "Layer 1 is the bottom") to the first
+real layer header, and reads the structure up to the first line that is neither a header nor rows.
 
 Deliberate deviation from the reference code: it never checks the height limit, so a 4-layer answer
 to a height-3 task counted as valid there; here a structure taller than `max_height` is outside the
@@ -22,12 +25,19 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from divrl.tasks.hypospace.common import MAX_ANSWER_CHARS, HypoSpaceTask, check_int
+from divrl.tasks.hypospace.common import MAX_ANSWER_CHARS, HypoSpaceTask, answer_lines, check_int, match_observation
 
 MAX_STRUCTURES = 2_000_000  # total size of all admissible sets one configuration may enumerate
 _FIRST_HEADER = re.compile(r"^[ \t#*]*layer[ \t]*1\b", re.IGNORECASE | re.MULTILINE)
-_HEADER = re.compile(r"[ \t#*]*layer[ \t]*(\d{1,3})(?:[ \t]*\([^)\n]{0,40}\))?[\s:*]*", re.IGNORECASE)
-_ROW_NOISE = re.compile(r"[\s,|\[\]`]+")
+_ROW_CHARS = r"\s01,;|\[\]`"  # 0/1 values and what may surround them in a row
+# A layer header, with any rows written on the same line (group 2; starting with a non-space keeps this linear).
+_HEADER = re.compile(
+    rf"[ \t#*]*layer[ \t]*(\d{{1,3}})(?:[ \t]*\([^)\n]{{0,40}}\))?[\s:*]*([01,;|\[\]`][{_ROW_CHARS}]*)?",
+    re.IGNORECASE,
+)
+# Deletes what may surround 0/1 values in a row: whitespace (every str.isspace character; the last is U+3000)
+# and , ; | [ ] `.
+_ROW_NOISE = str.maketrans("", "", ",;|[]`" + "".join(filter(str.isspace, map(chr, range(0x3001)))))
 
 
 class VoxelTask(HypoSpaceTask):
@@ -48,6 +58,7 @@ class VoxelTask(HypoSpaceTask):
         self.max_blocks = check_int("max_blocks", max_blocks, 1, grid * grid)
         self.fixed = bool(fixed)
         self.cells = grid * grid
+        self._observation = re.compile(f"[01]{{{self.cells}}}")
         total = sum(math.comb(self.cells, k) * max_height**k for k in self._block_counts())
         if total > MAX_STRUCTURES:
             raise ValueError(
@@ -87,33 +98,52 @@ class VoxelTask(HypoSpaceTask):
                 yield [self._bits(cells)], sorted(structures)
 
     # -- reading answers ---------------------------------------------------------------------------------
-    def parse(self, text: str) -> str | None:
-        first = _FIRST_HEADER.search(text)
-        if first is None:
+    def read_answer(self, text: str) -> str | None:
+        for first in _FIRST_HEADER.finditer(text):
+            end = text.find("\n", first.start())
+            if self._header(text[first.start() : end if end >= 0 else len(text)].strip()) is not None:
+                return self._structure(answer_lines(text, first.start()))
+            # else prose that merely begins with "Layer 1": look further
+        return None
+
+    def _header(self, line: str) -> tuple[int, str] | None:
+        """(layer number, 0/1 values written on the same line) of a layer header, None for any other line."""
+        match = _HEADER.fullmatch(line)
+        if match is None:
             return None
+        rows = match.group(2)
+        return int(match.group(1)), rows.translate(_ROW_NOISE) if rows else ""
+
+    def _structure(self, lines: Iterable[str]) -> str | None:
+        """Canonical structure of `lines` (the first a layer header) up to the first line that is neither a header
+        nor rows; None unless layers are numbered 1, 2, ..., each has G whole rows, and the answer fits
+        MAX_ANSWER_CHARS."""
         layers: list[str] = []
-        rows: list[str] = []
-        expecting = 0  # rows still missing from the current layer
-        for line in text[first.start() : first.start() + MAX_ANSWER_CHARS].split("\n"):
-            if expecting:
-                row = _ROW_NOISE.sub("", line)
-                if not row:
-                    continue
-                if len(row) != self.grid or row.strip("01"):
+        layer = ""
+        missing = 0  # 0/1 values still missing from the current layer
+        budget = MAX_ANSWER_CHARS
+        for line in lines:
+            budget -= len(line)
+            if budget < 0:
+                return None
+            if missing:
+                values = line.translate(_ROW_NOISE)
+            else:
+                header = self._header(line)
+                if header is None:
+                    break
+                number, values = header
+                if number != len(layers) + 1:
                     return None
-                rows.append(row)
-                expecting -= 1
-                if not expecting:
-                    layers.append("".join(rows))
-                continue
-            header = _HEADER.fullmatch(line)
-            if header is not None:
-                if int(header.group(1)) != len(layers) + 1:
-                    return None
-                rows, expecting = [], self.grid
-            elif line.strip():
-                break
-        return None if expecting else self._canonical(layers)
+                layer, missing = "", self.cells
+            count = len(values)
+            if count % self.grid or count > missing or values.strip("01"):
+                return None
+            layer += values
+            missing -= count
+            if not missing:
+                layers.append(layer)
+        return None if missing else self._canonical(layers)
 
     def _canonical(self, layers: list[str]) -> str | None:
         """Trim trailing empty layers; None unless non-empty, within the height limit and gravity-consistent."""
@@ -130,16 +160,24 @@ class VoxelTask(HypoSpaceTask):
         layers = hypothesis.split("/")
         return [sum(layer[c] == "1" for layer in layers) for c in range(self.cells) if layers[0][c] == "1"]
 
-    def is_consistent(self, hypothesis: str, observations: Sequence[str]) -> bool:
-        layers = hypothesis.split("/") if hypothesis else []
+    def is_hypothesis(self, hypothesis: Any) -> bool:
+        if not isinstance(hypothesis, str):
+            return False
+        layers = hypothesis.split("/")
         if any(len(layer) != self.cells or layer.strip("01") for layer in layers):
             return False
-        if self._canonical(list(layers)) != hypothesis:
-            return False
-        top_view = "".join("1" if any(layer[c] == "1" for layer in layers) else "0" for c in range(self.cells))
-        return all(top_view == observation.strip() for observation in observations)
+        return self._canonical(layers) == hypothesis
 
-    def descriptor(self, hypothesis: str) -> tuple[float, ...]:
+    def read_observation(self, line: Any) -> str:
+        """The top view, a row-major bitstring of G*G characters."""
+        return match_observation(self.domain, self._observation, line, self._bits([0])).group(0)
+
+    def reproduces(self, hypothesis: str, observations: Sequence[str]) -> bool:
+        layers = hypothesis.split("/")
+        top_view = "".join("1" if any(layer[c] == "1" for layer in layers) else "0" for c in range(self.cells))
+        return all(top_view == observation for observation in observations)
+
+    def describe(self, hypothesis: str) -> tuple[float, ...]:
         heights = self._heights(hypothesis)
         if self.max_height == 1:
             return (0.0, 0.0)
