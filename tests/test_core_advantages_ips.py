@@ -13,6 +13,7 @@ from divrl.core import (
     length_bins,
     length_conditional_advantages,
 )
+from divrl.core.ips import distinct_outcomes_per_group
 
 rewards_st = st.lists(st.floats(0, 10, allow_nan=False), min_size=1, max_size=16)
 
@@ -71,6 +72,17 @@ def test_length_conditional_with_one_bin_equals_group_advantages():
     assert torch.allclose(length_conditional_advantages(rewards, lengths, 4, num_bins=1), group_advantages(rewards, 4))
 
 
+def test_length_conditional_accepts_sequences_and_names_bad_input():
+    rewards, lengths = [1.0, 0.0, 5.0, 3.0], [1, 2, 10, 11]
+    expected = length_conditional_advantages(torch.tensor(rewards), torch.tensor(lengths, dtype=torch.float), 4, 2)
+    assert torch.allclose(length_conditional_advantages(rewards, lengths, 4, num_bins=2), expected)
+    assert torch.allclose(length_conditional_advantages(rewards, tuple(lengths), 4, num_bins=2), expected)
+    with pytest.raises(ValueError, match="lengths must be a tensor or a sequence of numbers"):
+        length_conditional_advantages(rewards, ["a", "b", "c", "d"], 4)
+    with pytest.raises(ValueError, match=r"lengths shape \(3,\) != rewards shape \(4,\)"):
+        length_conditional_advantages(rewards, [1, 2, 3], 4)
+
+
 def test_outcome_frequencies_and_none():
     p = group_outcome_frequencies(["a", "a", "b", None], 4)
     assert p[:3].tolist() == [0.5, 0.5, 0.25] and torch.isnan(p[3])
@@ -83,6 +95,13 @@ def test_ips_all_distinct_multiplies_by_group_size(values):
     result = ips_scale(rewards, list(range(len(values))), len(values))
     assert torch.allclose(result.rewards, rewards * len(values))
     assert result.distinct_per_group.tolist() == [len(values)]
+    assert distinct_outcomes_per_group(list(range(len(values))), len(values)).tolist() == [len(values)]
+
+
+def test_distinct_outcomes_per_group_ignores_none():
+    keys = ["a", "a", "b", None, None, None, 1, 2, 3]
+    assert distinct_outcomes_per_group(keys, 3).tolist() == [2, 0, 3]
+    assert ips_scale(torch.ones(9), keys, 3).distinct_per_group.tolist() == [2, 0, 3]
 
 
 @settings(max_examples=50)

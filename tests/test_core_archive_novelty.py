@@ -53,6 +53,18 @@ def test_archive_state_round_trip_is_json():
         GridArchive([2, 2], [(0, 1), (-1, 1)]).load_state_dict(state)
 
 
+def test_archive_load_state_names_missing_keys_and_bad_elites():
+    archive = GridArchive([3, 3], [(0, 1), (-1, 1)])
+    with pytest.raises(ValueError, match="GridArchive state is missing key.s. dims, ranges, elites"):
+        archive.load_state_dict({})
+    state = archive.state_dict()
+    del state["elites"]
+    with pytest.raises(ValueError, match="missing key.s. elites"):
+        archive.load_state_dict(state)
+    with pytest.raises(ValueError, match=r"cell in \[0, 9\)"):
+        archive.load_state_dict({**archive.state_dict(), "elites": [[9, [0.5, 0.0], 1.0]]})
+
+
 batch_st = st.lists(
     st.tuples(st.floats(-0.5, 1.5), st.floats(-0.5, 1.5), st.floats(-10, 10)), min_size=1, max_size=20
 )
@@ -93,6 +105,20 @@ def test_novelty_mean_of_k_nearest_and_state_round_trip():
         memory.score(torch.zeros(1, 3))
 
 
+def test_novelty_load_state_is_validated():
+    memory = NoveltyMemory(capacity=4, k=2, gamma=1.0)
+    memory.add(torch.ones(3, 2))
+    state = memory.state_dict()
+    restored = NoveltyMemory()
+    with pytest.raises(ValueError, match="novelty capacity must be >= 1, got 0"):
+        restored.load_state_dict({**state, "capacity": 0, "memory": None})
+    with pytest.raises(ValueError, match=r"must be \(n <= capacity=2, dim\), got shape \(3, 2\)"):
+        restored.load_state_dict({**state, "capacity": 2})
+    with pytest.raises(ValueError, match="NoveltyMemory state is missing key.s. memory"):
+        restored.load_state_dict({"capacity": 4, "k": 2, "gamma": 1.0})
+    assert len(restored) == 0 and restored.capacity == 512  # a rejected state changes nothing
+
+
 @settings(max_examples=50)
 @given(st.lists(st.text(max_size=200), min_size=1, max_size=5))
 def test_hashed_embedding_is_deterministic_and_normalised(texts):
@@ -120,3 +146,15 @@ def test_entropy_controller_dual_descent():
     assert restored.state_dict() == controller.state_dict()
     with pytest.raises(ValueError, match="lr"):
         AdaptiveEntropyCoefficient(target=1.0, lr=0.0)
+
+
+@pytest.mark.parametrize("entropy", [float("nan"), float("inf"), float("-inf")])
+def test_entropy_controller_rejects_non_finite_entropy(entropy):
+    controller = AdaptiveEntropyCoefficient(target=1.0, lr=0.5, init_alpha=0.3)
+    with pytest.raises(ValueError, match="measured entropy must be finite"):
+        controller.update(entropy)
+    assert controller.alpha == 0.3  # not silently reset to 0
+    with pytest.raises(ValueError, match="lr must be finite and > 0, got nan"):
+        AdaptiveEntropyCoefficient(target=1.0, lr=float("nan"))
+    with pytest.raises(ValueError, match="missing key.s. alpha"):
+        controller.load_state_dict({"target": 1.0, "lr": 0.5, "max_alpha": None})

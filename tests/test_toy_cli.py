@@ -6,8 +6,10 @@ import pytest
 
 from divrl.cli import main
 
-TABULAR_METRICS = {"l1_to_target", "kl_to_target", "max_outcome_prob", "distinct_outcomes", "outcome_freqs"}
-IDEA_METRICS = {"mean_reward", "max_reward", "diversity", "complexity"}
+CONTROLLER_METRICS = {"token_entropy", "entropy_alpha"}
+TABULAR_METRICS = {"l1_to_target", "kl_to_target", "max_outcome_prob", "distinct_outcomes", "outcome_freqs",
+                   *CONTROLLER_METRICS}
+IDEA_METRICS = {"mean_reward", "max_reward", "diversity", "complexity", "outcomes_per_group", *CONTROLLER_METRICS}
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -49,9 +51,39 @@ def test_bad_values_give_clear_errors(capsys, tmp_path):
                            "--initial-logits", "1,0", "--out", str(tmp_path))
     assert code == 2 and "--initial-logits has 2 values but there are 3 arms" in err
     code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "grpo", "--group-size", "1", "--out", str(tmp_path))
-    assert code == 2 and "group_size=1" in err
+    assert code == 2 and "--group-size must be >= 2, got 1" in err
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "pop", "--pop-sigma", "-1", "--out", str(tmp_path))
+    assert code == 2 and "--pop-sigma must be >= 0, got -1.0" in err
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "ips", "--ips-outcome", "peak", "--out",
+                           str(tmp_path))
+    assert code == 2 and "--ips-outcome applies to --env ideas only" in err
+    code, _, err = run_cli(capsys, "--env", "ideas", "--methods", "ips", "--ips-outcome", "cluster", "--out",
+                           str(tmp_path))
+    assert code == 2 and "--ips-outcome must be one of peak, grid4, cell" in err
     code, _, err = run_cli(capsys, "--env", "ideas", "--methods", "ips", "--ips-exact", "--out", str(tmp_path))
     assert code == 2 and "--ips-exact needs a tabular environment" in err
+
+
+def test_unusable_out_is_rejected_before_training(capsys, tmp_path, monkeypatch):
+    import divrl.toy.runner
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained although --out is unusable")
+
+    monkeypatch.setattr(divrl.toy.runner, "train", no_training)
+    existing_file = tmp_path / "taken"
+    existing_file.write_text("keep me")
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "grpo", "--out", str(existing_file))
+    assert code == 2 and f"--out {existing_file} exists and is not a directory" in err
+    assert existing_file.read_text() == "keep me"
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "grpo", "--out", str(existing_file / "sub"))
+    assert code == 2 and "cannot create the directory" in err
+
+
+def test_huge_hypergrid_is_refused_quickly(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "--env", "hypergrid", "--methods", "grpo", "--dim", "8", "--side", "20",
+                           "--out", str(tmp_path))
+    assert code == 2 and "20^8" in err and "at most 100000" in err
 
 
 def check_schema(doc: dict, env: str, methods: list[str], steps: int, metrics: set[str]) -> None:

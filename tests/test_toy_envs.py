@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from divrl.toy.envs import (
+    MAX_HYPERGRID_CELLS,
     MULTIPLICITY_A,
     MULTIPLICITY_B,
     IdeaEnv,
@@ -163,6 +164,33 @@ def test_hypergrid_rejects_bad_options():
         make_hypergrid(dim=2, side=2)
     with pytest.raises(ValueError, match="r0 > 0"):
         make_hypergrid(r0=0.0)
+    with pytest.raises(ValueError, match="r0 > 0"):
+        make_hypergrid(r1=float("nan"))
+
+
+def test_hypergrid_caps_the_number_of_cells():
+    with pytest.raises(ValueError, match=r"--side 20 --dim 8 has 20\^8 = 2.56e\+10 cells; at most 100000"):
+        make_hypergrid(dim=8, side=20)
+    side = math.isqrt(MAX_HYPERGRID_CELLS)  # largest square grid under the cap is built
+    assert make_hypergrid(dim=2, side=side).num_outcomes == side**2 <= MAX_HYPERGRID_CELLS
+    with pytest.raises(ValueError, match="at most 100000"):
+        make_hypergrid(dim=2, side=side + 1)
+
+
+def test_idea_outcome_keys():
+    env = IdeaEnv()
+    # Each peak centre belongs to its own peak: the "peak" key separates the 8 solution families.
+    assert env.outcome_key(env.centres, "peak").tolist() == list(range(8))
+    ideas = torch.randn(5, 40, 16, generator=torch.Generator().manual_seed(0)) * 3
+    for kind, cells in (("peak", 8), ("grid4", 16), ("cell", 100)):
+        keys = env.outcome_key(ideas, kind)
+        assert keys.shape == (5, 40) and keys.dtype == torch.long and 0 <= keys.min() and keys.max() < cells
+    # grid4 is a coarsening of the 10 x 10 QD cell grid over the same behaviour b(x).
+    b = env.behaviour(ideas)
+    grid4 = (b * 4).floor().clamp(max=3).long()
+    assert torch.equal(env.outcome_key(ideas, "grid4"), grid4[..., 0] * 4 + grid4[..., 1])
+    with pytest.raises(ValueError, match="valid: peak, grid4, cell"):
+        env.outcome_key(ideas, "scaffold")
 
 
 def test_tables_are_consistent():

@@ -40,7 +40,7 @@ def test_flowrl_is_a_component():
     assert Method.parse("flowrl").flowrl and not Method.parse("ips").flowrl
     method = Method.parse("pop+ips+flowrl")
     assert (method.pop, method.ips, method.flowrl) == (True, True, True)
-    with pytest.raises(ValueError, match="flowrl_beta"):
+    with pytest.raises(ValueError, match="--flowrl-beta must be > 0"):
         TrainConfig(steps=1, group_size=4, lr=0.1, flowrl_beta=0.0)
 
 
@@ -175,4 +175,4 @@ def test_cli_runs_flowrl_with_beta(capsys, tmp_path):
     assert list(doc["methods"]) == ["grpo", "flowrl"] and doc["config"]["flowrl_beta"] == 0.5
     assert main(["toy", "--env", "bandit", "--methods", "flowrl", "--flowrl-beta", "-1", "--out",
                  str(tmp_path / "bad"), "--quiet"]) == 2
-    assert "flowrl_beta=-1.0" in capsys.readouterr().err
+    assert "--flowrl-beta must be > 0, got -1.0" in capsys.readouterr().err

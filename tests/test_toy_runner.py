@@ -27,11 +27,21 @@ def test_method_parsing():
         Method.parse("ips+ips")
 
 
-def test_config_validation_names_the_option():
-    with pytest.raises(ValueError, match="pop_top"):
+def test_config_validation_names_the_cli_flag_and_range():
+    with pytest.raises(ValueError, match=r"--pop-top must be in \[1, --population\] = \[1, 2\], got 3"):
         TrainConfig(steps=1, group_size=4, lr=0.1, population=2, pop_top=3)
-    with pytest.raises(ValueError, match="optimizer"):
+    with pytest.raises(ValueError, match="--optimizer must be adam or sgd, got 'rmsprop'"):
         TrainConfig(steps=1, group_size=4, lr=0.1, optimizer="rmsprop")
+    with pytest.raises(ValueError, match="^--group-size must be >= 2, got 1$"):
+        TrainConfig(steps=1, group_size=1, lr=0.1)
+    with pytest.raises(ValueError, match="--pop-sigma must be >= 0, got -1"):  # not only at the first soup
+        TrainConfig(steps=1, group_size=4, lr=0.1, pop_sigma=-1.0)
+    with pytest.raises(ValueError, match="--lr must be > 0, got nan; --updates must be >= 1, got 0"):
+        TrainConfig(steps=1, group_size=4, lr=float("nan"), updates_per_batch=0)
+    with pytest.raises(ValueError, match="--ips-outcome must be one of peak, grid4, cell"):
+        TrainConfig(steps=1, group_size=4, lr=0.1, ips_outcome="cluster")
+    with pytest.raises(ValueError, match="reference_samples must be >= 1"):  # no flag: the field name
+        TrainConfig(steps=1, group_size=4, lr=0.1, reference_samples=0)
     with pytest.raises(ValueError, match="ips-exact needs a tabular"):
         train(IdeaEnv(), "ips", TrainConfig(steps=1, group_size=4, lr=0.1, ips_exact=True), [0])
 
@@ -135,3 +145,57 @@ def test_multiplicity_ips_balances_outcomes_where_grpo_follows_path_counts():
     freqs = {m: train(env, m, cfg, [5]).curves["outcome_freqs"][0, -10:].mean(0) for m in ("grpo", "ips")}
     assert freqs["grpo"][0] > 0.9 and freqs["grpo"][1] < 0.05
     assert 0.35 < freqs["ips"][1] / freqs["ips"].sum() < 0.65
+
+
+def idea_rollout(ideas: torch.Tensor) -> Rollout:
+    """A one-member ideas batch (1, N, dim), all from prompt 0."""
+    return Rollout(actions=ideas, states=torch.zeros(ideas.shape[1], dtype=torch.long),
+                   mask=torch.ones(ideas.shape, dtype=torch.bool), outcomes=ideas)
+
+
+def test_ideas_ips_counts_outcomes_by_the_chosen_key():
+    env = IdeaEnv()
+    near = env.centres[[0, 0, 0, 5]] + 0.01 * torch.arange(4.0)[:, None]  # three ideas on peak 0, one on peak 5
+    rollout = idea_rollout(near[None])
+    rewards = torch.ones(1, 4)
+    cfg = TrainConfig(steps=1, group_size=4, lr=0.1)
+    trainer = Trainer(env, Method.parse("ips"), cfg, [0])
+    assert trainer.outcome_keys(rollout).tolist() == [[0, 0, 0, 5]]
+    assert torch.allclose(trainer.shaped_rewards(rollout, rewards, None), torch.tensor([[4 / 3, 4 / 3, 4 / 3, 4.0]]))
+    by_cell = Trainer(env, Method.parse("ips"), TrainConfig(steps=1, group_size=4, lr=0.1, ips_outcome="cell"), [0])
+    cells = env.outcome_key(near, "cell")
+    expected = torch.tensor([4.0 / int((cells == c).sum()) for c in cells])
+    assert torch.allclose(by_cell.shaped_rewards(rollout, rewards, None), expected[None])
+
+
+def test_ideas_log_distinct_outcomes_per_group():
+    runs = {kind: train(IdeaEnv(), "grpo", TrainConfig(steps=2, group_size=16, lr=3e-4, ips_outcome=kind), [0])
+            for kind in ("peak", "grid4", "cell")}
+    per_group = {kind: run.curves["outcomes_per_group"] for kind, run in runs.items()}
+    assert all(((v >= 1) & (v <= 16)).all() for v in per_group.values())
+    # The same ideas (grpo ignores the key) counted by ever finer keys: <= 8 peaks, then 16, then 100 cells.
+    assert (per_group["peak"] <= 8).all()
+    assert (per_group["peak"] < per_group["cell"]).all() and (per_group["grid4"] < per_group["cell"]).all()
+
+
+def test_entropy_alpha_is_recorded_and_moves_only_below_target():
+    cfg = TrainConfig(steps=3, group_size=4, lr=3e-4)  # target 1.0: below the initial per-coordinate entropy
+    maxent = train(IdeaEnv(), "maxent", cfg, [0, 1]).curves
+    assert (maxent["token_entropy"] > cfg.target_entropy).all() and (maxent["entropy_alpha"] == 0).all()
+    high = TrainConfig(steps=3, group_size=4, lr=3e-4, target_entropy=3.0)
+    curves = train(IdeaEnv(), "maxent", high, [0, 1]).curves
+    assert (np.diff(curves["entropy_alpha"], axis=1) > 0).all()  # entropy below target: alpha grows every step
+    alpha_after_one = high.alpha_lr * (high.target_entropy - curves["token_entropy"][:, 0])
+    assert np.allclose(curves["entropy_alpha"][:, 0], alpha_after_one, atol=1e-6)
+    assert (train(IdeaEnv(), "grpo", high, [0]).curves["entropy_alpha"] == 0).all()  # no controller without maxent
+
+
+def test_seed_std_is_the_sample_std_used_by_plots_and_metrics_json():
+    from divrl.toy.report import seed_std, summarise
+
+    per_seed = np.array([[1.0, 2.0], [3.0, 2.0]])
+    assert np.allclose(seed_std(per_seed), [2**0.5, 0.0])  # ddof = 1, not numpy's default ddof = 0
+    assert np.array_equal(seed_std(per_seed[:1]), [0.0, 0.0])
+    run = train(BANDIT, "grpo", TrainConfig(steps=3, group_size=4, lr=0.1), [1, 2, 3])
+    l1 = run.curves["l1_to_target"]
+    assert summarise(run)["final"]["l1_to_target"]["std"] == pytest.approx(float(seed_std(l1.mean(1))))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import torch
@@ -12,7 +13,7 @@ RewardScaling = Literal["group", "batch", "none"]
 
 
 def group_advantages(
-    rewards: torch.Tensor, group_size: int, scale: RewardScaling = "group", eps: float = 1e-4
+    rewards: torch.Tensor | Sequence[float], group_size: int, scale: RewardScaling = "group", eps: float = 1e-4
 ) -> torch.Tensor:
     """(r - group mean), divided by the group std ("group"), the batch std ("batch") or nothing ("none").
 
@@ -33,7 +34,7 @@ def group_advantages(
     raise ValueError(f"scale must be one of 'group', 'batch', 'none'; got {scale!r}")
 
 
-def length_bins(lengths: torch.Tensor, group_size: int, num_bins: int) -> torch.Tensor:
+def length_bins(lengths: torch.Tensor | Sequence[float], group_size: int, num_bins: int) -> torch.Tensor:
     """Bin index in [0, num_bins) of each item by its length percentile (rank) inside its group.
 
     Ranks (ties broken by position) split each group into `num_bins` near-equal bins, so every bin of a
@@ -50,8 +51,8 @@ def length_bins(lengths: torch.Tensor, group_size: int, num_bins: int) -> torch.
 
 
 def length_conditional_advantages(
-    rewards: torch.Tensor,
-    lengths: torch.Tensor,
+    rewards: torch.Tensor | Sequence[float],
+    lengths: torch.Tensor | Sequence[float],
     group_size: int,
     num_bins: int = 3,
     eps: float = 1e-4,
@@ -63,6 +64,7 @@ def length_conditional_advantages(
     advantage falls back to the whole group's normalisation, rather than a meaningless 0.
     """
     rewards = as_float_tensor(rewards, "rewards")
+    lengths = as_float_tensor(lengths, "lengths")
     if lengths.shape != rewards.shape:
         raise ValueError(f"lengths shape {tuple(lengths.shape)} != rewards shape {tuple(rewards.shape)}")
     num_groups = check_groups(rewards.numel(), group_size)

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from divrl.core._groups import check_state_keys
+
 
 class AddStatus(IntEnum):
     """What adding one item did to the archive."""
@@ -133,12 +135,17 @@ class GridArchive:
                 "qd_score_offset": self.qd_score_offset, "elites": self.elites()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore elites saved by `state_dict`; the grid configuration must match."""
+        """Restore elites saved by `state_dict`; the grid configuration must match and every elite's cell exist."""
+        check_state_keys(state, ("dims", "ranges", "elites"), "GridArchive")
         if tuple(state["dims"]) != self.dims or tuple(tuple(r) for r in state["ranges"]) != self.ranges:
             raise ValueError(
                 f"archive state has dims {state['dims']} / ranges {state['ranges']}, "
                 f"this archive has {list(self.dims)} / {[list(r) for r in self.ranges]}"
             )
+        bad = [elite for elite in state["elites"] if not (len(elite) == 3 and 0 <= int(elite[0]) < self.num_cells)]
+        if bad:
+            raise ValueError(f"archive state has elites that are not (cell, descriptor, objective) with a cell in "
+                             f"[0, {self.num_cells}): {bad[:5]}")
         self.qd_score_offset = float(state.get("qd_score_offset", 0.0))
         self._objective[:] = np.nan
         self._descriptor[:] = np.nan

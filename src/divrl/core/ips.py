@@ -40,6 +40,15 @@ def _group_counts(keys: Sequence[Hashable | None], group_size: int) -> list[Coun
     ]
 
 
+def distinct_outcomes_per_group(keys: Sequence[Hashable | None], group_size: int) -> torch.Tensor:
+    """Number of distinct valid (non-None) outcome keys in each group (long, one entry per group).
+
+    Group-frequency IPS only reweights when outcomes repeat: with all G outcomes of a group distinct,
+    every reward is multiplied by the same G and group-std normalisation cancels it.
+    """
+    return torch.tensor([len(c) for c in _group_counts(keys, group_size)], dtype=torch.long)
+
+
 def group_outcome_frequencies(keys: Sequence[Hashable | None], group_size: int) -> torch.Tensor:
     """p_hat(o) = (count of o in the item's group) / G for every item; NaN where the key is None."""
     counts = _group_counts(keys, group_size)
@@ -64,7 +73,7 @@ def ips_scale(
     p_hat = group_outcome_frequencies(keys, group_size)
     valid = ~torch.isnan(p_hat)
     scale = torch.where(valid, 1.0 / p_hat.nan_to_num(1.0).clamp(min=epsilon), torch.ones_like(p_hat))
-    distinct = torch.tensor([len(c) for c in _group_counts(keys, group_size)], dtype=torch.long)
+    distinct = distinct_outcomes_per_group(keys, group_size)
     max_scale = float(scale.max()) if scale.numel() else 1.0
     return IPSResult(rewards=rewards * scale.to(rewards.dtype), p_hat=p_hat, distinct_per_group=distinct,
                      max_scale=max_scale)

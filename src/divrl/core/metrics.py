@@ -9,7 +9,12 @@ import torch
 
 
 def mean_pairwise_cosine_distance(x: torch.Tensor) -> float:
-    """Mean of 1 - cos(x_i, x_j) over pairs i < j (0 for fewer than two rows)."""
+    """Mean of 1 - cos(x_i, x_j) over pairs i < j (0 for fewer than two rows).
+
+    A zero row has no direction, so cos is undefined for it. Convention: two zero rows are identical
+    (distance 0: a batch of empty texts, all embedded as 0, has no diversity); a zero row and a non-zero
+    row are unrelated (cos 0, distance 1).
+    """
     if x.dim() != 2:
         raise ValueError(f"expected a (batch, dim) tensor, got shape {tuple(x.shape)}")
     n = x.shape[0]
@@ -17,6 +22,8 @@ def mean_pairwise_cosine_distance(x: torch.Tensor) -> float:
         return 0.0
     unit = torch.nn.functional.normalize(x.float(), dim=1)
     similarity = unit @ unit.T
+    zero = (x == 0).all(dim=1)
+    similarity = torch.where(zero[:, None] & zero[None, :], 1.0, similarity)
     off_diagonal_sum = similarity.sum() - similarity.diagonal().sum()
     return float(1.0 - off_diagonal_sum / (n * (n - 1)))
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from divrl.core._groups import check_state_keys
+
 # Texts longer than this are embedded from their first characters only: bounded cost for any model output.
 MAX_EMBED_CHARS = 8192
 
@@ -16,14 +18,18 @@ class NoveltyMemory:
     """Novelty = gamma x mean distance to the k nearest embeddings in a FIFO memory of `capacity` items."""
 
     def __init__(self, capacity: int = 512, k: int = 5, gamma: float = 0.3) -> None:
+        self._configure(capacity, k, gamma)
+        self._memory: torch.Tensor | None = None  # (n <= capacity, D), oldest first
+
+    def _configure(self, capacity: int, k: int, gamma: float) -> None:
+        """Validate and set the memory size, neighbour count and coefficient."""
         if capacity < 1:
             raise ValueError(f"novelty capacity must be >= 1, got {capacity}")
         if k < 1:
             raise ValueError(f"novelty k must be >= 1, got {k}")
-        if gamma < 0:
+        if not gamma >= 0:
             raise ValueError(f"novelty gamma must be >= 0, got {gamma}")
-        self.capacity, self.k, self.gamma = capacity, k, gamma
-        self._memory: torch.Tensor | None = None  # (n <= capacity, D), oldest first
+        self.capacity, self.k, self.gamma = int(capacity), int(k), float(gamma)
 
     def __len__(self) -> int:
         return 0 if self._memory is None else self._memory.shape[0]
@@ -55,10 +61,14 @@ class NoveltyMemory:
         return {"capacity": self.capacity, "k": self.k, "gamma": self.gamma, "memory": self._memory}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a memory saved by `state_dict`."""
-        self.capacity, self.k, self.gamma = int(state["capacity"]), int(state["k"]), float(state["gamma"])
-        memory = state["memory"]
-        self._memory = None if memory is None else torch.as_tensor(memory).float().clone()
+        """Restore a memory saved by `state_dict`; ValueError on missing keys, a bad configuration or memory."""
+        check_state_keys(state, ("capacity", "k", "gamma", "memory"), "NoveltyMemory")
+        memory = None if state["memory"] is None else torch.as_tensor(state["memory"]).float().clone()
+        if memory is not None and (memory.dim() != 2 or memory.shape[0] > int(state["capacity"])):
+            raise ValueError(f"novelty memory must be (n <= capacity={state['capacity']}, dim), "
+                             f"got shape {tuple(memory.shape)}")
+        self._configure(int(state["capacity"]), int(state["k"]), float(state["gamma"]))
+        self._memory = memory
 
 
 def hashed_ngram_embedding(texts: Sequence[str], dim: int = 256, n: int = 3) -> torch.Tensor:

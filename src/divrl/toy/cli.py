@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -59,6 +60,8 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "target_entropy": ("--target-entropy", float, "maxent: per-token target entropy"),
     "alpha_lr": ("--alpha-lr", float, "maxent: dual-descent step of alpha (default 0.01)"),
     "ips_epsilon": ("--ips-epsilon", float, "ips: probability floor epsilon (default 1e-3)"),
+    "ips_outcome": ("--ips-outcome", str, "ips on ideas: what one outcome is: peak (the quality peak giving Q(x), "
+                    "default) | grid4 (4 x 4 behaviour grid) | cell (the QD 10 x 10 cell)"),
     "beta_new": ("--beta-new", float, "qd: bonus for a new archive cell (default 0.5)"),
     "beta_imp": ("--beta-imp", float, "qd: bonus for an improved cell (default 0.3)"),
     "novelty_gamma": ("--novelty-gamma", float, "maxent: novelty coefficient (default 0.3)"),
@@ -161,10 +164,24 @@ def train_config(args: argparse.Namespace) -> Any:
     """TrainConfig from the environment defaults overridden by the given training options."""
     from divrl.toy.runner import TrainConfig
 
+    if args.ips_outcome is not None and args.env != "ideas":
+        raise ValueError(f"--ips-outcome applies to --env ideas only: {args.env}'s outcomes are already discrete")
     values = dict(ENV_DEFAULTS[args.env])
     values.update({dest: getattr(args, dest) for dest in TRAIN_OPTIONS if getattr(args, dest) is not None})
     values["ips_exact"] = args.ips_exact
     return TrainConfig(**values)
+
+
+def prepare_out(out: Path) -> None:
+    """Create the --out directory before any training, or raise a ValueError saying why it cannot be used."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--out {out}: cannot create the directory ({error.strerror or error})") from None
+    if not os.access(out, os.W_OK):
+        raise ValueError(f"--out {out} is not writable")
 
 
 class Progress:
@@ -197,6 +214,7 @@ def handler(args: argparse.Namespace) -> int:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         env = build_env(args.env, options)
         cfg = train_config(args)
+        prepare_out(args.out)
     except ValueError as error:
         print(f"divrl toy: error: {error}", file=sys.stderr)
         return 2
@@ -219,7 +237,6 @@ def handler(args: argparse.Namespace) -> int:
     tabular = isinstance(env, TabularEnv)
     config = {"methods": args.methods, "seeds": seeds, "env_options": options, **asdict(cfg)}
     doc = metrics_document(args.env, config, runs, env.target.tolist() if tabular else None)
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "metrics.json").write_text(json.dumps(doc, indent=1))
     print(f"\n{args.env}: final metrics (mean ± std over {len(seeds)} seeds, last 10 steps)")
     print(format_table(doc))

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from divrl.core.archive import GridArchive
+
 # Logit given to invalid actions: exp() underflows to exactly 0 without producing NaN in p * log p.
 INVALID_LOGIT = -1e9
 
@@ -48,14 +50,17 @@ class TabularEnv:
 
     @property
     def num_states(self) -> int:
+        """Number of non-terminal states S (rows of the transition tables)."""
         return int(self.next_state.shape[0])
 
     @property
     def num_actions(self) -> int:
+        """Actions per state A (columns of the transition tables; `valid` masks those a state lacks)."""
         return int(self.next_state.shape[1])
 
     @property
     def num_outcomes(self) -> int:
+        """Number of terminal outcomes O."""
         return int(self.outcome_rewards.numel())
 
     @property
@@ -184,16 +189,24 @@ def hypergrid_reward(coords: torch.Tensor, side: int, r0: float, r1: float, r2: 
     return r0 + r1 * ring + r2 * core
 
 
+# Most hyper-grid cells (H^D) supported: every cell is a policy state with its own logits, enumerated up front.
+MAX_HYPERGRID_CELLS = 100_000
+
+
 def make_hypergrid(dim: int = 2, side: int = 8, r0: float = 0.1, r1: float = 0.5, r2: float = 2.0) -> TabularEnv:
     """Hyper-grid (seed 001, section 5.1): from the origin, increment one coordinate or stop; 2^dim modes.
 
     Outcome = the cell where the episode stops. `outcome_freqs` reports the mass in each mode region
     (the cells of one corner whose every coordinate satisfies 0.25 < |x_d / (H - 1) - 0.5|).
+    At most MAX_HYPERGRID_CELLS cells: the tabular policy enumerates all H^D of them.
     """
     if dim < 1 or side < 3:
-        raise ValueError(f"hyper-grid needs --dim >= 1 and --side >= 3, got dim={dim}, side={side}")
-    if min(r0, r1, r2) < 0 or r0 <= 0:
-        raise ValueError(f"hyper-grid rewards need r0 > 0 and r1, r2 >= 0, got r0={r0}, r1={r1}, r2={r2}")
+        raise ValueError(f"hyper-grid needs --dim >= 1 and --side >= 3, got --dim {dim}, --side {side}")
+    if side**dim > MAX_HYPERGRID_CELLS:
+        raise ValueError(f"hyper-grid --side {side} --dim {dim} has {side}^{dim} = {side**dim:.3g} cells; at most "
+                         f"{MAX_HYPERGRID_CELLS} are supported (each cell is a state of the tabular policy)")
+    if not (math.isfinite(r0 + r1 + r2) and r0 > 0 and r1 >= 0 and r2 >= 0):
+        raise ValueError(f"hyper-grid rewards need --r0 > 0 and --r1, --r2 >= 0, got {r0}, {r1}, {r2}")
     coords = torch.tensor(list(itertools.product(range(side), repeat=dim)), dtype=torch.long)  # (H^D, D)
     strides = torch.tensor([side ** (dim - 1 - d) for d in range(dim)])
     num = coords.shape[0]
@@ -235,6 +248,9 @@ class IdeaEnv:
     P_exec = clip(1 / (1 + lam ||x||), 0.05, 0.95) falls, and h_i * P_exec(c_i) decreases with i
     (0.167 for the nearest peak, 0.153 for the farthest): expected return mildly prefers simple ideas.
     R(x) = Q(x) B + eps B, B ~ Bernoulli(P_exec), eps ~ N(0, noise^2).
+
+    IPS needs a discrete outcome per idea (seed 001: an outcome is an equivalence class of solutions, such as
+    a hypothesis up to equivalence or a Murcko scaffold). `outcome_key` offers three, see IDEA_OUTCOMES.
     """
 
     dim: int = 16
@@ -263,10 +279,14 @@ class IdeaEnv:
         object.__setattr__(self, "widths", 2.0 + 0.5 * i)
         object.__setattr__(self, "centres", (2.0 + 2.0 * i)[:, None] * directions)
 
+    def bumps(self, x: torch.Tensor) -> torch.Tensor:
+        """Each peak's Gaussian bump h_i exp(-||x - c_i||^2 / (2 w_i^2)) at x (..., dim): (..., peaks)."""
+        sq = ((x[..., None, :] - self.centres) ** 2).sum(-1)
+        return self.heights * torch.exp(-sq / (2 * self.widths**2))
+
     def quality(self, x: torch.Tensor) -> torch.Tensor:
         """Q(x) (...,): the best peak's Gaussian bump at x (..., dim)."""
-        sq = ((x[..., None, :] - self.centres) ** 2).sum(-1)  # (..., peaks)
-        return (self.heights * torch.exp(-sq / (2 * self.widths**2))).max(-1).values
+        return self.bumps(x).max(-1).values
 
     def exec_probability(self, x: torch.Tensor) -> torch.Tensor:
         """P_exec(x) = clip(1 / (1 + lambda ||x||), 0.05, 0.95)."""
@@ -283,4 +303,23 @@ class IdeaEnv:
         return torch.stack(
             [torch.sigmoid(x.norm(dim=-1) - 3.0), torch.atan2(x[..., 1], x[..., 0]) / (2 * math.pi) + 0.5], dim=-1
         )
+
+    def outcome_key(self, x: torch.Tensor, kind: str) -> torch.Tensor:
+        """Discrete outcome (..., ) long of ideas x (..., dim) for IPS; `kind` is one of IDEA_OUTCOMES."""
+        if kind == "peak":
+            return self.bumps(x).argmax(-1)
+        if kind not in IDEA_OUTCOMES:
+            raise ValueError(f"unknown ideas outcome key {kind!r}; valid: {', '.join(IDEA_OUTCOMES)}")
+        dims = self.archive_dims if kind == "cell" else [4, 4]
+        grid = GridArchive(dims, self.archive_ranges)
+        behaviour = self.behaviour(x)
+        cells = grid.cell_index(behaviour.reshape(-1, 2).numpy())
+        return torch.from_numpy(cells).view(behaviour.shape[:-1])
+
+
+# IPS outcome of an idea. "peak": the peak whose bump gives Q(x), i.e. which of the 8 quality peaks (solution
+# families) the idea belongs to. "grid4": a coarse 4 x 4 grid over seed 000's behaviour b(x). "cell": the QD
+# archive's 10 x 10 behaviour cell; with G = 16 about 14 of a group's 16 ideas fall in distinct cells, so every
+# reward is scaled by about the same factor and group-std normalisation cancels IPS almost entirely.
+IDEA_OUTCOMES = ("peak", "grid4", "cell")
 

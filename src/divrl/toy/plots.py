@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from divrl.toy.envs import IdeaEnv, TabularEnv
+from divrl.toy.report import seed_std
 from divrl.toy.runner import MethodRun
 
 
@@ -33,21 +34,21 @@ def _grid(plt: Any, count: int, width: float = 4.0, height: float = 3.0) -> tupl
 
 
 def plot_curves(runs: list[MethodRun], path: Path) -> Path:
-    """One panel per scalar metric: each method's mean over seeds with a +-1 std band (like seed 000 Fig. 1)."""
+    """One panel per scalar metric: each method's mean over seeds with a +-1 sample-std band (seed 000 Fig. 1)."""
     plt = _pyplot()
     names = [n for n, v in runs[0].curves.items() if v.ndim == 2]
     fig, axes = _grid(plt, len(names))
     for ax, name in zip(axes, names):
         for run in runs:
             values = run.curves[name]
-            mean, std = values.mean(0), values.std(0)
+            mean, std = values.mean(0), seed_std(values)
             steps = np.arange(1, len(mean) + 1)
             (line,) = ax.plot(steps, mean, label=run.method, lw=1.2)
             ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.2, lw=0)
         ax.set_title(name)
         ax.set_xlabel("step")
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"mean over {len(runs[0].seeds)} seeds, band = ±1 std")
+    fig.suptitle(f"mean over {len(runs[0].seeds)} seeds, band = ±1 sample std (ddof 1, as in metrics.json)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -18,14 +18,22 @@ METRIC_HELP = {
     "max_reward": "best reward of the step (the discovery metric)",
     "diversity": "mean pairwise cosine distance of the step's ideas",
     "complexity": "mean ||x|| of the step's ideas (stands in for thinking length)",
+    "outcomes_per_group": "distinct IPS outcomes (--ips-outcome) among a group's G ideas, mean over groups",
+    "token_entropy": "policy entropy per token (ideas: per coordinate) of the step's batch, what maxent targets",
+    "entropy_alpha": "maxent's adaptive entropy coefficient after the step's dual update (0 without maxent)",
 }
 
 
+def seed_std(per_seed: np.ndarray) -> np.ndarray:
+    """Sample std (ddof = 1) over the leading seed axis; 0 for a single seed."""
+    if per_seed.shape[0] < 2:
+        return np.zeros(per_seed.shape[1:])
+    return per_seed.std(axis=0, ddof=1)
+
+
 def _mean_std(per_seed: np.ndarray) -> dict[str, Any]:
-    """Mean and sample std (ddof = 1; 0 for a single seed) over the seed axis; lists for vector metrics."""
-    mean = per_seed.mean(axis=0)
-    std = per_seed.std(axis=0, ddof=1) if per_seed.shape[0] > 1 else np.zeros_like(mean)
-    return {"mean": mean.tolist(), "std": std.tolist()}
+    """Mean and sample std (`seed_std`) over the seed axis; lists for vector metrics."""
+    return {"mean": per_seed.mean(axis=0).tolist(), "std": seed_std(per_seed).tolist()}
 
 
 def summarise(run: MethodRun) -> dict[str, Any]:

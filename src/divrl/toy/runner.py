@@ -12,6 +12,7 @@ with its own random generator, so a seed's run does not depend on which other se
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,12 +43,17 @@ from divrl.core import (
     selection_scores,
     trajectory_balance_loss,
 )
-from divrl.toy.envs import IdeaEnv, TabularEnv
+from divrl.core.ips import distinct_outcomes_per_group
+from divrl.toy.cli import TRAIN_OPTIONS
+from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
 from divrl.toy.methods import Method
 from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
 
-TABULAR_METRICS = ("l1_to_target", "kl_to_target", "max_outcome_prob", "distinct_outcomes", "outcome_freqs")
-IDEA_METRICS = ("mean_reward", "max_reward", "diversity", "complexity")
+# Recorded for every method; token_entropy / entropy_alpha show what maxent's entropy controller sees and does.
+CONTROLLER_METRICS = ("token_entropy", "entropy_alpha")
+TABULAR_METRICS = ("l1_to_target", "kl_to_target", "max_outcome_prob", "distinct_outcomes", "outcome_freqs",
+                   *CONTROLLER_METRICS)
+IDEA_METRICS = ("mean_reward", "max_reward", "diversity", "complexity", "outcomes_per_group", *CONTROLLER_METRICS)
 FINAL_WINDOW = 10  # "final" metrics average the last 10 steps (seed 000's protocol)
 
 Env = TabularEnv | IdeaEnv
@@ -72,6 +78,7 @@ class TrainConfig:
     alpha_lr: float = 0.01  # maxent: dual-descent step of the entropy coefficient
     ips_epsilon: float = 1e-3
     ips_exact: bool = False  # tabular only: divide by the exact outcome probability, not the group frequency
+    ips_outcome: str = "peak"  # ideas only: what counts as one outcome for IPS (envs.IDEA_OUTCOMES)
     beta_new: float = 0.5
     beta_imp: float = 0.3
     novelty_capacity: int = 512
@@ -87,22 +94,43 @@ class TrainConfig:
     flowrl_beta: float = FLOWRL_BETA
 
     def __post_init__(self) -> None:
-        checks = {
-            "steps": self.steps >= 1, "group_size": self.group_size >= 2, "lr": self.lr > 0,
-            "updates_per_batch": self.updates_per_batch >= 1, "clip": self.clip > 0,
-            "kl_coef": self.kl_coef >= 0, "dph_coef": self.dph_coef >= 0, "entropy_coef": self.entropy_coef >= 0,
-            "reference_samples": self.reference_samples >= 1, "population": self.population >= 1,
-            "pop_interval": self.pop_interval >= 1, "pop_top": 1 <= self.pop_top <= self.population,
-            "flowrl_beta": self.flowrl_beta > 0,
+        positive, non_negative, at_least_one = "> 0", ">= 0", ">= 1"
+        rules = {  # field -> (valid?, requirement)
+            "steps": (self.steps >= 1, at_least_one), "group_size": (self.group_size >= 2, ">= 2"),
+            "lr": (math.isfinite(self.lr) and self.lr > 0, positive),
+            "updates_per_batch": (self.updates_per_batch >= 1, at_least_one),
+            "clip": (math.isfinite(self.clip) and self.clip > 0, positive),
+            "kl_coef": (math.isfinite(self.kl_coef) and self.kl_coef >= 0, non_negative),
+            "dph_coef": (math.isfinite(self.dph_coef) and self.dph_coef >= 0, non_negative),
+            "reference_samples": (self.reference_samples >= 1, at_least_one),
+            "entropy_coef": (math.isfinite(self.entropy_coef) and self.entropy_coef >= 0, non_negative),
+            "target_entropy": (math.isfinite(self.target_entropy), "a finite number"),
+            "alpha_lr": (math.isfinite(self.alpha_lr) and self.alpha_lr > 0, positive),
+            "ips_epsilon": (math.isfinite(self.ips_epsilon) and self.ips_epsilon > 0, positive),
+            "ips_outcome": (self.ips_outcome in IDEA_OUTCOMES, "one of " + ", ".join(IDEA_OUTCOMES)),
+            "beta_new": (math.isfinite(self.beta_new) and self.beta_new >= 0, non_negative),
+            "beta_imp": (math.isfinite(self.beta_imp) and self.beta_imp >= 0, non_negative),
+            "novelty_capacity": (self.novelty_capacity >= 1, at_least_one),
+            "novelty_k": (self.novelty_k >= 1, at_least_one),
+            "novelty_gamma": (math.isfinite(self.novelty_gamma) and self.novelty_gamma >= 0, non_negative),
+            "length_bins": (self.length_bins >= 1, at_least_one),
+            "population": (self.population >= 1, at_least_one),
+            "pop_interval": (self.pop_interval >= 1, at_least_one),
+            "pop_top": (1 <= self.pop_top <= self.population, f"in [1, --population] = [1, {self.population}]"),
+            "pop_sigma": (math.isfinite(self.pop_sigma) and self.pop_sigma >= 0, non_negative),
+            "flowrl_beta": (math.isfinite(self.flowrl_beta) and self.flowrl_beta > 0, positive),
+            "optimizer": (self.optimizer in ("adam", "sgd"), "adam or sgd"),
+            "adv_scale": (self.adv_scale in ("group", "batch", "none"), "group, batch or none"),
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"invalid training option(s) {', '.join(bad)}: got "
-                             + ", ".join(f"{b}={getattr(self, b)}" for b in bad))
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
-        if self.adv_scale not in ("group", "batch", "none"):
-            raise ValueError(f"adv_scale must be group, batch or none, got {self.adv_scale!r}")
+        problems = [f"{option_flag(name)} must be {rule}, got {getattr(self, name)!r}"
+                    for name, (ok, rule) in rules.items() if not ok]
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+def option_flag(name: str) -> str:
+    """The `divrl toy` flag that sets TrainConfig field `name` (the field name where there is none)."""
+    return TRAIN_OPTIONS[name][0] if name in TRAIN_OPTIONS else name
 
 
 @dataclass
@@ -132,7 +160,6 @@ class Trainer:
             inits = [g for g in self.generators for _ in range(self.members)]
             self.policy: Policy = IdeaPolicy(env, num, inits)
             self.batch = env.num_prompts * cfg.group_size
-            self.cells = GridArchive(env.archive_dims, env.archive_ranges)  # IPS outcome = behaviour cell
         else:
             self.policy = TabularPolicy(env, num)
             self.batch = cfg.group_size
@@ -148,6 +175,7 @@ class Trainer:
         self.archives = [GridArchive(env.archive_dims, env.archive_ranges) for _ in range(num)]
         self.novelty = [NoveltyMemory(cfg.novelty_capacity, cfg.novelty_k, cfg.novelty_gamma) for _ in range(num)]
         self.alphas = [AdaptiveEntropyCoefficient(cfg.target_entropy, cfg.alpha_lr) for _ in range(num)]
+        self.entropy = torch.zeros(num)  # mean token entropy per member of the latest batch, before its update
         self.ref_rollout: Rollout | None = None
         if method.divergence != "reverse_kl":
             self.ref_rollout = self._sample(self.reference, cfg.reference_samples)
@@ -167,10 +195,11 @@ class Trainer:
         return torch.cat([self.env.sample_rewards(o, g) for o, g in zip(parts, self.generators)])
 
     # -- per-sample views used by the components ------------------------------------------------------
-    def _outcome_keys(self, rollout: Rollout) -> list[int]:
+    def outcome_keys(self, rollout: Rollout) -> torch.Tensor:
+        """IPS outcome of each sample (P, N): the tabular outcome id, or the ideas' `ips_outcome` key."""
         if isinstance(self.env, IdeaEnv):
-            return self.cells.cell_index(self.env.behaviour(rollout.outcomes).flatten(0, 1).numpy()).tolist()
-        return rollout.outcomes.flatten().tolist()
+            return self.env.outcome_key(rollout.outcomes, self.cfg.ips_outcome)
+        return rollout.outcomes
 
     def _descriptors(self, rollout: Rollout) -> torch.Tensor:
         if isinstance(self.env, IdeaEnv):
@@ -196,7 +225,8 @@ class Trainer:
                 probs = torch.gather(dist, 1, rollout.outcomes)
                 shaped = ips_scale_exact(rewards, probs, cfg.ips_epsilon)
             else:
-                scaled = ips_scale(rewards.flatten(), self._outcome_keys(rollout), cfg.group_size, cfg.ips_epsilon)
+                keys = self.outcome_keys(rollout).flatten().tolist()
+                scaled = ips_scale(rewards.flatten(), keys, cfg.group_size, cfg.ips_epsilon)
                 shaped = scaled.rewards.view_as(rewards)
         bonus = torch.zeros_like(rewards)
         if method.qd:
@@ -309,9 +339,9 @@ class Trainer:
         rewards = self._rewards(rollout)
         dist = self.policy.outcome_distribution(self.params) if isinstance(self.policy, TabularPolicy) else None
         shaped = self.shaped_rewards(rollout, rewards, dist)
-        entropy = self.update(rollout, self.advantages(rollout, shaped))
+        self.entropy = self.update(rollout, self.advantages(rollout, shaped))
         if self.method.maxent:
-            for alpha, h in zip(self.alphas, entropy.tolist()):
+            for alpha, h in zip(self.alphas, self.entropy.tolist()):
                 alpha.update(h)
         if self.method.pop and (step + 1) % self.cfg.pop_interval == 0:
             self.population_step(rollout, rewards)
@@ -330,14 +360,15 @@ def _tabular_metrics(env: TabularEnv, dist: torch.Tensor, outcomes: torch.Tensor
     }
 
 
-def _idea_metrics(ideas: torch.Tensor, rewards: torch.Tensor) -> dict[str, object]:
-    """Metrics of one seed over all its members' ideas of the step."""
+def _idea_metrics(ideas: torch.Tensor, rewards: torch.Tensor, keys: torch.Tensor, group_size: int) -> dict[str, object]:
+    """Metrics of one seed over all its members' ideas of the step; `keys` are their IPS outcomes."""
     flat = ideas.flatten(0, -2)
     return {
         "mean_reward": float(rewards.mean()),
         "max_reward": float(rewards.max()),
         "diversity": mean_pairwise_cosine_distance(flat),
         "complexity": float(flat.norm(dim=-1).mean()),
+        "outcomes_per_group": float(distinct_outcomes_per_group(keys.flatten().tolist(), group_size).float().mean()),
     }
 
 
@@ -381,9 +412,12 @@ def _train(
     late: list[torch.Tensor] = []
     for step in range(cfg.steps):
         rollout, rewards, dist = trainer.step(step)
+        alphas = torch.tensor([a.alpha for a in trainer.alphas])
         blocks = zip(trainer.per_seed(rollout.outcomes), trainer.per_seed(rewards),
-                     trainer.per_seed(dist) if dist is not None else [None] * len(seeds))
-        for s, (outcomes, seed_rewards, member_dists) in enumerate(blocks):
+                     trainer.per_seed(dist) if dist is not None else [None] * len(seeds),
+                     trainer.per_seed(trainer.outcome_keys(rollout)), trainer.per_seed(trainer.entropy),
+                     trainer.per_seed(alphas))
+        for s, (outcomes, seed_rewards, member_dists, keys, entropy, alpha) in enumerate(blocks):
             if tabular:
                 assert member_dists is not None and final_dist is not None
                 seed_dist = member_dists.mean(0).double()  # the population's mixture for pop
@@ -391,7 +425,8 @@ def _train(
                 if step >= cfg.steps - window:
                     final_dist[s] += seed_dist / window
             else:
-                values = _idea_metrics(outcomes, seed_rewards)
+                values = _idea_metrics(outcomes, seed_rewards, keys, cfg.group_size)
+            values |= {"token_entropy": float(entropy.mean()), "entropy_alpha": float(alpha.mean())}
             for name in names:
                 history[name][s].append(values[name])
         if not tabular:
