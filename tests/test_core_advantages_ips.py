@@ -66,10 +66,14 @@ def test_length_conditional_singleton_bin_falls_back_to_group():
     assert torch.isfinite(adv).all()
 
 
-def test_length_conditional_with_one_bin_equals_group_advantages():
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_length_conditional_with_one_bin_equals_group_advantages(scale):
     torch.manual_seed(0)
     rewards, lengths = torch.rand(12), torch.randint(1, 50, (12,)).float()
-    assert torch.allclose(length_conditional_advantages(rewards, lengths, 4, num_bins=1), group_advantages(rewards, 4))
+    assert torch.allclose(length_conditional_advantages(rewards, lengths, 4, num_bins=1, scale=scale),
+                          group_advantages(rewards, 4, scale))
+    with pytest.raises(ValueError, match="scale must be one of"):
+        length_conditional_advantages(rewards, lengths, 4, num_bins=1, scale="global")
 
 
 def test_length_conditional_accepts_sequences_and_names_bad_input():

@@ -29,7 +29,7 @@ from trainer_helpers import ToyTask, distinct_chars_reward, lora_config, make_co
         ({"novelty_k": 0}, "novelty_k"),
         ({"novelty_embedding": "bert"}, "novelty_embedding"),
         ({"length_bins": 5}, "length_bins"),  # > num_generations (4)
-        ({"length_bins": 2, "scale_rewards": "none"}, "length_bins"),
+        ({"length_bins": 2, "multi_objective_aggregation": "normalize_then_sum"}, "length_bins"),
         ({"divergence": "hellinger"}, "divergence"),
         ({"divergence": "js", "divergence_coef": -0.1}, "divergence_coef"),
         ({"divergence": "js", "divergence_estimator": "rehearsal"}, "divergence_rehearsal_path"),

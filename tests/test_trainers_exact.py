@@ -134,7 +134,8 @@ def test_novelty_bonus_is_knn_distance_to_memory(tiny_qwen3: Path, tmp_path: Pat
     assert logged(trainer.state.log_history, "maxent/novelty") == pytest.approx([0.0, expected.mean().item()])
 
 
-def test_length_conditional_advantages(tiny_qwen3: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_length_conditional_advantages(scale: str, tiny_qwen3: Path, tmp_path: Path) -> None:
     tokenizer = _tokenizer(tiny_qwen3)
     texts = ["x", "x x", "x x x", "x x x x", "x x x x x", "x x x x x x"]
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) + 1 for t in texts]
@@ -144,8 +145,9 @@ def test_length_conditional_advantages(tiny_qwen3: Path, tmp_path: Path) -> None
     rewards = [1.0, 3.0, 2.0, 2.0, 0.0, 4.0]
     reward = _reward_table(dict(zip(completions, rewards, strict=True)))
     trainer, record = _train_scripted(tiny_qwen3, tmp_path, [completions], reward, num_generations=6,
-                                      length_bins=3, max_completion_length=32)
-    # length ranks -> bins {0,1}: 0, {2,3}: 1, {4,5}: 2; normalise within each bin (unbiased std + 1e-4)
+                                      length_bins=3, max_completion_length=32, scale_rewards=scale)
+    # length ranks -> bins {0,1}: 0, {2,3}: 1, {4,5}: 2; centre within each bin, then divide by the bin's
+    # ("group") or the batch's ("batch") unbiased std + 1e-4, or by nothing ("none"), as TRL's scale_rewards
     bins: dict[int, list[int]] = {}
     for i, rank in enumerate(order):
         bins.setdefault(rank // 2, []).append(i)
@@ -153,7 +155,8 @@ def test_length_conditional_advantages(tiny_qwen3: Path, tmp_path: Path) -> None
     for members in bins.values():
         values = torch.tensor([rewards[i] for i in members])
         for i in members:
-            expected[i] = ((rewards[i] - values.mean()) / (values.std() + 1e-4)).item()
+            spread = {"group": values.std() + 1e-4, "batch": torch.tensor(rewards).std() + 1e-4, "none": 1.0}[scale]
+            expected[i] = ((rewards[i] - values.mean()) / spread).item()
     assert record[0]["advantages"] == pytest.approx(expected, abs=1e-5)
     trained_on = trainer._buffered_inputs[0]["advantages"].tolist()  # what the loss used (shuffled)
     assert sorted(trained_on) == pytest.approx(sorted(expected), abs=1e-5)

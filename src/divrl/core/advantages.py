@@ -56,13 +56,18 @@ def length_conditional_advantages(
     group_size: int,
     num_bins: int = 3,
     eps: float = 1e-4,
+    scale: RewardScaling = "group",
 ) -> torch.Tensor:
     """Normalise rewards within length bins of each group (seed 000, Eq. 6).
 
     A_i = (R_i - mean_bin) / (std_bin + eps), so long (complex) completions compete only with
     completions of similar length. A bin with a single item has no spread to compare against: its
     advantage falls back to the whole group's normalisation, rather than a meaningless 0.
+    `scale` mirrors TRL's `scale_rewards`: "group" divides by the bin's std (Eq. 6), "batch" by the std
+    of the whole batch, "none" only centres within the bin.
     """
+    if scale not in ("group", "batch", "none"):
+        raise ValueError(f"scale must be one of 'group', 'batch', 'none'; got {scale!r}")
     rewards = as_float_tensor(rewards, "rewards")
     lengths = as_float_tensor(lengths, "lengths")
     if lengths.shape != rewards.shape:
@@ -77,8 +82,14 @@ def length_conditional_advantages(
     mean = total / count.clamp(min=1)
     sq_dev = torch.zeros(num_segments).index_add_(0, segment, (rewards - mean[segment]) ** 2)
     std = torch.sqrt(sq_dev / (count - 1).clamp(min=1))
-    binned = (rewards - mean[segment]) / (std[segment] + eps)
+    centred = rewards - mean[segment]
+    if scale == "group":
+        binned = centred / (std[segment] + eps)
+    elif scale == "batch":
+        binned = centred / ((rewards.std() if rewards.numel() > 1 else rewards.new_zeros(())) + eps)
+    else:
+        binned = centred
     singleton = count[segment] < 2
     if singleton.any():
-        binned = torch.where(singleton, group_advantages(rewards, group_size, "group", eps), binned)
+        binned = torch.where(singleton, group_advantages(rewards, group_size, scale, eps), binned)
     return binned

@@ -81,7 +81,8 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "Default 'ngram'."))
     length_bins: int = field(default=0, metadata=_help(
         "Number L of completion-length percentile bins inside each group for length-conditional advantage "
-        "normalisation (seed 000, Eq. 6: L = 3). 0 = off (TRL's normalisation). Default 0."))
+        "normalisation (seed 000, Eq. 6: L = 3; centred within each bin, then scaled as `scale_rewards` says: "
+        "by the bin's std for 'group'). 0 = off (TRL's normalisation). Default 0."))
 
     # --- Divergence to the initial policy (seed 004, DPH-RL) ---
     divergence: str | None = field(default=None, metadata=_help(
@@ -145,9 +146,6 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         _check(self.length_bins <= self.num_generations, "length_bins",
                f"({self.length_bins}) cannot exceed num_generations ({self.num_generations})")
         if self.length_bins_enabled:
-            _check(self.scale_rewards == "group", "length_bins",
-                   f"normalises within bins by their std, which needs scale_rewards='group' (got "
-                   f"{self.scale_rewards!r})")
             _check(self.multi_objective_aggregation == "sum_then_normalize", "length_bins",
                    "needs multi_objective_aggregation='sum_then_normalize'")
         if self.qd or self.novelty_enabled:

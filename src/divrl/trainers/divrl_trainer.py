@@ -403,7 +403,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         group_mean = torch.nanmean(rewards.view(-1, group), dim=1).nan_to_num(0.0).repeat_interleave(group)
         filled = torch.where(unscorable, group_mean, rewards)
         advantages = length_conditional_advantages(
-            filled.cpu(), self._global_lengths.cpu().float(), group, self.args.length_bins
+            filled.cpu(), self._global_lengths.cpu().float(), group, self.args.length_bins,
+            scale=self.args.scale_rewards,
         ).masked_fill(unscorable.cpu(), 0.0)
         local = output["advantages"].shape[0]
         start = self.accelerator.process_index * local
