@@ -1,8 +1,8 @@
 """Run by test_trainers_distributed.py, once as one process and once under `accelerate launch` with two.
 
 Trains two steps of IPS + QD + novelty + length bins on scripted completions (by global row) and writes,
-from the main process, the per-step global rewards, advantages, prompts and completions plus the final
-method state to a JSON file.
+from the main process, the per-step global rewards, advantages, prompts and completions, the (completion,
+advantage) rows every process trained on, plus the final method state to a JSON file.
 """
 
 from __future__ import annotations
@@ -37,7 +37,18 @@ def main(model: str, out: str) -> None:
             logs = trainer._logs
             records.append({"prompt": list(logs["prompt"]), "completion": list(logs["completion"]),
                             "rewards": {k: list(v) for k, v in logs["rewards"].items()},
-                            "advantages": list(logs["advantages"])})
+                            "advantages": list(logs["advantages"]), "trained_on": trained_on()})
+
+    def trained_on() -> list[list]:
+        """(completion, advantage) of every row each process's loss used, from all processes (a collective)."""
+        from accelerate.utils import gather_object
+
+        rows = []
+        for chunk in trainer._buffered_inputs:
+            for ids, mask, advantage in zip(chunk["completion_ids"], chunk["completion_mask"], chunk["advantages"],
+                                            strict=True):
+                rows.append([tokenizer.decode(ids[mask.bool()], skip_special_tokens=True), float(advantage)])
+        return sorted(gather_object(rows))
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     processes = int(os.environ.get("WORLD_SIZE", "1"))  # PartialState must first be created by the config (cpu)

@@ -36,6 +36,10 @@ def test_two_processes_match_one(tiny_qwen3: Path, tmp_path: Path) -> None:
         for name in one["rewards"]:
             assert one["rewards"][name] == pytest.approx(two["rewards"][name], abs=1e-6)
         assert one["advantages"] == pytest.approx(two["advantages"], abs=1e-5)
+        # Each process trained on its own slice of the global advantages: together, exactly the 1-process rows.
+        assert [c for c, _ in one["trained_on"]] == [c for c, _ in two["trained_on"]]
+        assert [a for _, a in one["trained_on"]] == pytest.approx([a for _, a in two["trained_on"]], abs=1e-5)
+        assert len(one["trained_on"]) == len(one["completion"])
     first = single["steps"][0]["rewards"]["distinct_chars_reward"]
     assert first[:2] == [2.0, 2.0]  # "aa" twice in group 1: p_hat = 1/2, reward 1 x 2 (IPS really applied)
     assert single["archives"] == double["archives"]
