@@ -40,7 +40,8 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "Default 1e-3, inactive while 1/G > epsilon."))
     ips_outcome_key: str = field(default="auto", metadata=_help(
         "Where outcome keys come from: 'task' (task.outcome_key), 'text' (normalised completion text) or "
-        "'auto' (the task hook when present, else text, with a warning). Default 'auto'."))
+        "'auto' (the task hook when present, else text, with a warning). Seed 001 keys outcomes by equivalence "
+        "class (canonical hypothesis, scaffold); the text fallback is a divrl choice. Default 'auto'."))
 
     # --- QD (seed 000, Sec. 4.1): MAP-Elites archive bonuses ---
     qd: bool = field(default=False, metadata=_help(
@@ -67,7 +68,8 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "Dual-descent step size: alpha <- max(0, alpha - lr (H - H*)) per optimizer step (seed 000 gives no "
         "value). Default 0.01."))
     maxent_alpha_init: float = field(default=0.0, metadata=_help(
-        "Initial entropy coefficient alpha. Default 0.0."))
+        "Initial entropy coefficient alpha (seed 000 gives none; 0 lets dual descent raise it only when entropy "
+        "falls below the target: divrl choice). Default 0.0."))
     maxent_alpha_max: float | None = field(default=None, metadata=_help(
         "Upper bound on alpha (None = unbounded, as in seed 000). Default None."))
     novelty_coef: float = field(default=0.0, metadata=_help(
@@ -78,7 +80,8 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     novelty_embedding: str = field(default="ngram", metadata=_help(
         "Completion embedding: 'ngram' (hashed character 3-grams, cheap, deterministic), 'hidden' (the policy's "
         "mean-pooled last hidden state over the completion: one extra no-grad forward) or 'task' (task.embed). "
-        "Default 'ngram'."))
+        "Seed 000 embeds ideas with a sentence encoder; a model download is not possible offline, so the cheap "
+        "default is a divrl choice. Default 'ngram'."))
     length_bins: int = field(default=0, metadata=_help(
         "Number L of completion-length percentile bins inside each group for length-conditional advantage "
         "normalisation (seed 000, Eq. 6: L = 3; centred within each bin, then scaled as `scale_rewards` says: "
@@ -94,16 +97,19 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     divergence_coef: float = field(default=0.05, metadata=_help(
         "Coefficient of the divergence term (seed 004 sweeps it; no single value). Default 0.05."))
     divergence_alpha: float = field(default=0.5, metadata=_help(
-        "alpha of the alpha-divergence (0 -> reverse KL, 1 -> forward KL). Default 0.5."))
+        "alpha of the alpha-divergence (0 -> reverse KL, 1 -> forward KL; seed 004's family, 0.5 = the "
+        "midpoint, a divrl choice). Default 0.5."))
     divergence_estimator: str = field(default="policy", metadata=_help(
         "'policy': estimate on the policy's own samples (no extra generation; weighted by pi / pi_sampler when "
         "the batch was sampled by an older policy or by vLLM); "
         "'rehearsal': on pre-sampled reference completions with stored reference log-probs (seed 004; build "
         "them with `divrl sample-reference`). Default 'policy'."))
     divergence_rehearsal_path: str | None = field(default=None, metadata=_help(
-        "Directory written by `divrl sample-reference` (needed by divergence_estimator='rehearsal')."))
+        "Directory written by `divrl sample-reference` (needed by divergence_estimator='rehearsal'; seed 004's "
+        "reference-sample estimator). Default None."))
     divergence_rehearsal_batch_size: int = field(default=4, metadata=_help(
-        "Rehearsal completions per micro-batch and process. Default 4."))
+        "Rehearsal completions per micro-batch and process (one extra policy forward over them per step; "
+        "divrl choice). Default 4."))
 
     def __post_init__(self) -> None:
         super().__post_init__()
