@@ -80,7 +80,7 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     novelty_embedding: str = field(default="ngram", metadata=_help(
         "Completion embedding: 'ngram' (hashed character 3-grams, cheap, deterministic), 'hidden' (the policy's "
         "mean-pooled last hidden state over the completion: one extra no-grad forward) or 'task' (task.embed). "
-        "Seed 000 embeds ideas with a sentence encoder; a model download is not possible offline, so the cheap "
+        "Seed 000's simulated ideas are vectors already (kNN over them, k=5, memory 512); for text the cheap "
         "default is a divrl choice. Default 'ngram'."))
     length_bins: int = field(default=0, metadata=_help(
         "Number L of completion-length percentile bins inside each group for length-conditional advantage "
