@@ -92,7 +92,8 @@ TASKS = {
 }
 # Recipe name -> label; "pop-ips-qd" is the recipes' best composition (population soup of IPS + QD policies).
 METHODS = {"grpo": "GRPO", "ips": "IPS-GRPO", "qd": "QD-GRPO", "maxent": "MaxEnt-GRPO", "fkl": "forward-KL",
-           "js": "JS", "pop": "population soup", "pop-ips-qd": "pop + IPS + QD"}
+           "js": "JS", "pop": "population soup", "pop-ips-qd": "pop + IPS + QD",
+           "flowrl": "FlowRL"}
 MULTI_SEED = ("grpo", "ips")
 
 
@@ -415,7 +416,7 @@ def markdown(data: dict[str, Any], stem: str) -> str:
     p = data["protocol"]
     status = "complete" if data["complete"] else "PARTIAL (the run is still advancing; step counts below)"
     lines = [
-        "## Real-model recovery on HypoSpace (benchmarks/hypospace_recovery.py)",
+        f"## Real-model recovery on HypoSpace: {stem} (benchmarks/hypospace_recovery.py)",
         "",
         f"{p['model']} (LoRA r=16, fp32) on {data['machine']['cpu']} (CPU, {data['machine']['cores']} cores), "
         f"{data['date']}. Status: "
