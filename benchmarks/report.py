@@ -12,7 +12,7 @@ from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
 # Fragments in reading order; any other fragment follows alphabetically.
-ORDER = ("toy", "toy_flowrl", "trainer_overhead", "population_overhead", "verifier_throughput", "molecule_scoring",
+ORDER = ("demo", "toy", "toy_flowrl", "trainer_overhead", "population_overhead", "verifier_throughput", "molecule_scoring",
          "cpu_step", "hypospace_recovery", "hypospace_recovery_quick")
 
 HEADER = """# divrl benchmarks
