@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
-import random
 import resource
 import statistics
 import subprocess
@@ -36,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import cpu_model
+from timing import geometric_ratio, interleaved_rounds, step_timer
 
 RESULTS = Path(__file__).parent / "results"
 GOALS = {"step_time_ratio": 1.05, "peak_memory_ratio": 1.2}
@@ -84,35 +83,6 @@ def make_trainer(kind: str, model_dir: Path, out: Path, args: argparse.Namespace
                          population_interval=10**9, population_held_prompts=args.held_prompts)
     return PopulationGRPOTrainer(str(model_dir), reward_funcs=[distinct_chars], args=config, train_dataset=train,
                                  eval_dataset=held, processing_class=tokenizer, peft_config=lora, callbacks=callbacks)
-
-
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
-def step_timer() -> tuple[Any, dict[str, list[float]]]:
-    """A TrainerCallback appending each optimizer step's wall and CPU time to the returned lists."""
-    from transformers import TrainerCallback
-
-    times: dict[str, list[float]] = {clock: [] for clock in CLOCKS}
-
-    class Timer(TrainerCallback):
-        def on_step_begin(self, *_: Any, **__: Any) -> None:
-            self.start = {clock: read() for clock, read in CLOCKS.items()}
-
-        def on_step_end(self, *_: Any, **__: Any) -> None:
-            for clock, read in CLOCKS.items():
-                times[clock].append(read() - self.start[clock])
-
-    return Timer(), times
-
-
-def geometric_ratio(ratios: list[float], draws: int = 10_000) -> tuple[float, float, float]:
-    """Geometric mean of per-round ratios and its 95% bootstrap (percentile) interval over rounds."""
-    logs = [math.log(r) for r in ratios]
-    rng = random.Random(0)
-    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(draws))
-    return (math.exp(statistics.fmean(logs)), math.exp(means[int(0.025 * draws)]),
-            math.exp(means[int(0.975 * draws) - 1]))
 
 
 def _rss_kib(field: str) -> int:
@@ -186,23 +156,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for kind in ("single", "population"):
             callback, timers[kind] = step_timer()
             trainers[kind] = make_trainer(kind, model_dir, Path(tmp), args, [callback])
-        times: dict[str, dict[str, list[float]]] = {clock: {"single": [], "population": []} for clock in CLOCKS}
         lengths: dict[str, list[float]] = {"single": [], "population": []}
-        rng = random.Random(0)
-        for round_index in range(args.rounds):
-            order = ["single", "population"]
-            rng.shuffle(order)
-            for kind in order:
-                for clock in CLOCKS:
-                    timers[kind][clock].clear()
-                trainers[kind].train()
-                for clock in CLOCKS:
-                    times[clock][kind].append(statistics.median(timers[kind][clock][1:]))
-                lengths[kind] += [h["completions/mean_length"] for h in trainers[kind].state.log_history
-                                  if "completions/mean_length" in h]
-            print(f"round {round_index + 1}/{args.rounds}: " + ", ".join(
-                f"{kind} {times['wall'][kind][-1]:.3f} s wall / {times['cpu'][kind][-1]:.3f} s CPU"
-                for kind in ("single", "population")), flush=True)
+
+        def record_lengths(kind: str) -> None:
+            lengths[kind] += [h["completions/mean_length"] for h in trainers[kind].state.log_history
+                              if "completions/mean_length" in h]
+
+        # The median step of each visit: robust to load spikes on a shared machine.
+        times = interleaved_rounds(trainers, timers, args.rounds, statistics.median, after_visit=record_lengths)
 
         population = trainers["population"]
         switches = []

@@ -9,7 +9,9 @@ trainers live in one process and run in rounds: each round visits them in a fres
 steps each, and the first step of every visit is dropped. The ratio of a method to its baseline is the
 geometric mean over rounds of (mean step time / baseline mean step time in the same round), with a 95%
 bootstrap interval over rounds. Baselines: vanilla GRPO (beta = 0); for the divergence trainer (JS on
-policy samples, beta = 0) vanilla GRPO with beta = 0.04, which computes the same reference log-probs.
+policy samples, beta = 0) vanilla GRPO with beta = 0.04, which computes the same reference log-probs. The
+`divrl` row (DivRLTrainer with every method off) separates the cost of divrl's plumbing and CPU kernels from
+the methods' own.
 Peak memory: a fresh subprocess per trainer, peak resident memory (sampled every 5 ms) during construction
 and `--memory-steps` steps minus the resident memory before the model is loaded (on CUDA: peak allocated
 GPU memory). Torch runs `--threads` intra-op threads (default 1: on a shared 2-core machine competing
@@ -24,7 +26,7 @@ import datetime
 import json
 import os
 import platform
-import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,8 +35,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from machine import cpu_model
+from timing import CLOCKS, geometric_ratio, interleaved_rounds, step_timer
+
 RESULTS = Path(__file__).parent / "results"
-CLOCKS = ("cpu", "wall")
 PROMPTS = [f"idea {i}: propose a {w} experiment about {t}" for i, (w, t) in enumerate(
     (w, t) for w in ("simple", "bold", "cheap", "careful", "novel", "fast")
     for t in ("molecules", "rings", "numbers", "proofs", "graphs", "memory"))]
@@ -42,6 +46,8 @@ PROMPTS = [f"idea {i}: propose a {w} experiment about {t}" for i, (w, t) in enum
 TRAINERS: dict[str, tuple[str | None, dict[str, Any], str | None, float | None]] = {
     "vanilla": (None, {}, None, None),
     "vanilla_beta": (None, {"beta": 0.04}, None, None),
+    # Every method off: what divrl's own plumbing and CPU kernels cost (or save) before any method runs.
+    "divrl": ("DivRLTrainer", {}, "vanilla", None),
     "ips": ("IPSGRPOTrainer", {"ips_outcome_key": "text"}, "vanilla", 1.03),
     "qd": ("QDGRPOTrainer", {}, "vanilla", 1.03),
     "maxent": ("MaxEntGRPOTrainer", {}, "vanilla", 1.10),
@@ -97,55 +103,13 @@ def make_trainer(name: str, model_dir: Path, out: Path, args: argparse.Namespace
     return trainer_class(str(model_dir), args=divrl.DivRLConfig(**common), task=BenchTask(), **kwargs)
 
 
-def step_timer() -> tuple[Any, dict[str, list[float]]]:
-    """A TrainerCallback appending each optimizer step's process CPU time and wall time to the returned lists."""
-    from transformers import TrainerCallback
-
-    times: dict[str, list[float]] = {"cpu": [], "wall": []}
-
-    class Timer(TrainerCallback):
-        def on_step_begin(self, *_: Any, **__: Any) -> None:
-            self.start = (time.process_time(), time.perf_counter())
-
-        def on_step_end(self, *_: Any, **__: Any) -> None:
-            times["cpu"].append(time.process_time() - self.start[0])
-            times["wall"].append(time.perf_counter() - self.start[1])
-
-    return Timer(), times
-
-
-def geometric_ratio(ratios: list[float], seed: int = 0, resamples: int = 10_000) -> tuple[float, float, float]:
-    """Geometric mean of per-round ratios and its 95% bootstrap (percentile) interval over rounds."""
-    import numpy as np
-
-    logs = np.log(np.asarray(ratios))
-    rng = np.random.default_rng(seed)
-    means = logs[rng.integers(0, len(logs), size=(resamples, len(logs)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(np.exp(logs.mean())), float(np.exp(low)), float(np.exp(high))
-
-
 def time_trainers(model_dir: Path, out: Path, args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
     """Per-round mean step time of every trainer, per clock ("cpu", "wall"); interleaved rounds, one process."""
     trainers, timers = {}, {}
     for name in args.trainers:
-        callback, times = step_timer()
-        trainers[name], timers[name] = make_trainer(name, model_dir, out, args, [callback]), times
-    rng = random.Random(args.seed)
-    per_round: dict[str, dict[str, list[float]]] = {clock: {n: [] for n in args.trainers} for clock in CLOCKS}
-    for round_index in range(args.rounds):
-        order = list(args.trainers)
-        rng.shuffle(order)
-        for name in order:
-            for clock in CLOCKS:
-                timers[name][clock].clear()
-            trainers[name].train()
-            for clock in CLOCKS:
-                kept = timers[name][clock][1:]
-                per_round[clock][name].append(sum(kept) / len(kept))
-        print(f"round {round_index + 1}/{args.rounds} (cpu s): " + ", ".join(
-            f"{n} {per_round['cpu'][n][-1]:.3f}" for n in args.trainers), flush=True)
-    return per_round
+        callback, timers[name] = step_timer()
+        trainers[name] = make_trainer(name, model_dir, out, args, [callback])
+    return interleaved_rounds(trainers, timers, args.rounds, statistics.fmean, seed=args.seed)
 
 
 class ResidentPeak(threading.Thread):
@@ -227,6 +191,11 @@ def summarise(per_round: dict[str, dict[str, list[float]]], memory: dict[str, di
             ratio, low, high = geometric_ratio([m / b for m, b in zip(mine, base, strict=True)])
             row[clock] = {"step_time_s": sum(mine) / len(mine), "baseline_step_time_s": sum(base) / len(base),
                           "ratio": ratio, "ci95": [low, high]}
+        if baseline == "vanilla" and name != "divrl" and "divrl" in per_round[primary]:
+            # The same method against DivRLTrainer with every method off: its cost alone, without the CPU kernels.
+            mine, plain = per_round[primary][name], per_round[primary]["divrl"]
+            row["vs_divrl"] = dict(zip(("ratio", "ci_low", "ci_high"), geometric_ratio(
+                [m / b for m, b in zip(mine, plain, strict=True)]), strict=True))
         low, high = row[primary]["ci95"]
         row["goal_met"] = "n/a" if goal is None else "yes" if high <= goal else "no" if low > goal else "unresolved"
         if memory is not None:
@@ -237,9 +206,7 @@ def summarise(per_round: dict[str, dict[str, list[float]]], memory: dict[str, di
 
 
 def machine() -> dict[str, Any]:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
+    return {"nproc": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
             "load_average": [round(x, 1) for x in os.getloadavg()]}
 
 
@@ -269,11 +236,13 @@ def write_results(rows: list[dict[str, Any]], per_round: dict[str, dict[str, lis
         "than wall time, which is shown too): `yes` if the whole interval is within the goal, `no` if entirely "
         "above, `unresolved` otherwise (run more rounds). Peak memory: peak resident memory of a fresh process "
         f"over construction + {args.memory_steps} steps minus its resident memory before loading the model "
-        "(GPU: peak allocated); the ratio is to the baseline's.",
+        "(GPU: peak allocated); the ratio is to the baseline's. The goals compare with vanilla TRL as specified; "
+        "the last column compares each method with DivRLTrainer with every method off (row `divrl`), which "
+        "takes divrl's CPU log-prob and sampling kernels out of the comparison.",
         "",
         "| trainer | baseline | CPU s/step (baseline) | CPU ratio (95% CI) | wall s/step (baseline) "
-        "| wall ratio (95% CI) | goal | met | peak memory ratio |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| wall ratio (95% CI) | goal | met | peak memory ratio | {primary} ratio vs `divrl` (95% CI) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = []
@@ -283,8 +252,10 @@ def write_results(rows: list[dict[str, Any]], per_round: dict[str, dict[str, lis
                       f"{c['ratio']:.3f} ({c['ci95'][0]:.3f}-{c['ci95'][1]:.3f})"]
         memory = f"{r['peak_memory_ratio']:.2f} ({r['peak_memory_mib']:.0f} MiB)" if "peak_memory_ratio" in r else "-"
         goal = "-" if r["goal"] is None else f"<= {r['goal']:.2f}"
+        plain = r.get("vs_divrl")
+        plain_cell = "-" if plain is None else f"{plain['ratio']:.3f} ({plain['ci_low']:.3f}-{plain['ci_high']:.3f})"
         lines.append(f"| {r['trainer']} | {r['baseline']} | " + " | ".join(cells) + f" | {goal} | {r['goal_met']} "
-                     f"| {memory} |")
+                     f"| {memory} | {plain_cell} |")
     lines += ["", f"Machine: {info['nproc']} cores ({info['cpu']}), Python {info['python']}, load average "
               f"{', '.join(map(str, info['load_average']))} at the end (a shared machine: wall times are noisy). "
               f"Run time {elapsed:.0f} s. Date: {date}.", ""]
@@ -294,7 +265,7 @@ def write_results(rows: list[dict[str, Any]], per_round: dict[str, dict[str, lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=12, help="interleaved rounds (default 12)")
+    parser.add_argument("--rounds", type=int, default=40, help="interleaved rounds (default 40)")
     parser.add_argument("--steps", type=int, default=3, help="steps per trainer per round, first dropped (default 3)")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
