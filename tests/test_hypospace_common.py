@@ -227,3 +227,22 @@ def test_trl_grpo_trainer_calls_the_reward_with_the_dataset_columns(tiny_qwen3: 
     completion, columns = seen[0]
     assert completion[0]["role"] == "assistant"
     assert {"hypotheses", "observations", "id"} <= set(columns)
+
+
+@pytest.mark.parametrize(
+    ("task", "completion", "expected"),
+    [
+        # A base model runs on past END into an invented worked example: its label and answer are not read.
+        (BooleanTask("basic", 2), " x AND y\nEND\n\nObservations (input -> output):\n(x=0, y=0) -> 0\n"
+         "Expression: x OR y\nEND", "AND(x,y)"),
+        (BooleanTask("basic", 2), " x OR y\nEND\n\nObservations (input -> output):\n(x=0, y=1) -> 1\nExpression:",
+         "OR(x,y)"),
+        (CausalTask(3), " A->B\nEND\n\nObservations:\nPerturb(A) -> A:0 B:1 C:0\nGraph: B->C\nEND", "A->B"),
+        (BooleanTask("basic", 2), "\nEND\nExpression: x OR y", None),  # nothing before END
+        # No voxel answer before END: the well-formed structure of the invented example after it is not read.
+        (VoxelTask(2, 2, 2), "Structure:\nnot sure\nEND\n\nTop view:\n10\nStructure:\nLayer 1:\n10\n00\nEND",
+         None),
+    ],
+)
+def test_the_answer_ends_at_the_end_marker(task, completion: str, expected: str | None) -> None:
+    assert task.parse(completion) == expected

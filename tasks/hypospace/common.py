@@ -47,6 +47,8 @@ END_MARKER = "END"
 # and a longer one is unreadable rather than cut.
 MAX_ANSWER_CHARS = 4000
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
+# A line holding only the end marker: the answer stops there (base models run on into further worked examples).
+_END_LINE = re.compile(rf"^[ \t]*{END_MARKER}[ \t]*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -136,14 +138,22 @@ def split_instances(
 
 
 def answer_region(text: str, label: re.Pattern[str]) -> str:
-    """The text after the first `label` (e.g. "Graph:"), or the whole text without one; fences removed.
+    """The text after the first `label` (e.g. "Graph:"), or the whole text without one; fences removed; only
+    what comes before the first END line (the worked examples' terminator).
 
-    The first answer wins: base models that run on into another worked example end up ignored.
+    The first answer wins: a base model that runs on into another worked example (its own observations and
+    "Expression:" label) is read up to its END, never from the invented example.
     """
     if "```" in text:
         text = _FENCE.sub("\n", text)
+    text = before_end(text)
     match = label.search(text)
     return text[match.end() :] if match else text
+
+
+def before_end(text: str) -> str:
+    """`text` up to its first END line: one answer, not the worked examples a base model may invent after it."""
+    return _END_LINE.split(text, maxsplit=1)[0]
 
 
 def answer_lines(text: str, start: int = 0) -> Iterator[str]:

@@ -25,7 +25,14 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from divrl.tasks.hypospace.common import MAX_ANSWER_CHARS, HypoSpaceTask, answer_lines, check_int, match_observation
+from divrl.tasks.hypospace.common import (
+    MAX_ANSWER_CHARS,
+    HypoSpaceTask,
+    answer_lines,
+    before_end,
+    check_int,
+    match_observation,
+)
 
 MAX_STRUCTURES = 2_000_000  # total size of all admissible sets one configuration may enumerate
 _FIRST_HEADER = re.compile(r"^[ \t#*]*layer[ \t]*1\b", re.IGNORECASE | re.MULTILINE)
@@ -99,6 +106,7 @@ class VoxelTask(HypoSpaceTask):
 
     # -- reading answers ---------------------------------------------------------------------------------
     def read_answer(self, text: str) -> str | None:
+        text = before_end(text)
         for first in _FIRST_HEADER.finditer(text):
             end = text.find("\n", first.start())
             if self._header(text[first.start() : end if end >= 0 else len(text)].strip()) is not None:
