@@ -33,6 +33,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "pop": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10},
     "pop-ips-qd": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10,
                    "ips": True, "qd": True},
+    "flowrl": {"flowrl": True},  # baseline of seed 001's comparisons (Zhu et al. 2025 defaults: beta 15, clip 0.2)
 }
 
 COMMON: dict[str, Any] = {
@@ -41,6 +42,17 @@ COMMON: dict[str, Any] = {
     "logging_steps": 5, "save_steps": 50, "save_total_limit": 3, "report_to": "none", "seed": 42,
 }
 
+# LoRA targets where "all-linear" (the IPS paper's choice, divrl's default) would be wrong:
+# - Gemma-3-4B-it loads as Gemma3ForConditionalGeneration, whose SigLIP vision tower is linear too: adapt only the
+#   language model's decoder projections (the regex also matches text-only Gemma/Qwen, so `--dry_run` works).
+GEMMA3_LANGUAGE_LORA = r"model\.(language_model\.)?layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)"
+# - Qwen3-30B-A3B: "all-linear" also reaches the fused expert weights (peft's ParamWrapper, which refuses
+#   dropout) and the router `gate`; LoRA on the attention projections only leaves routing and experts intact.
+MOE_ATTENTION_LORA = ["q_proj", "k_proj", "v_proj", "o_proj"]
+# Methods that cannot run under DeepSpeed ZeRO-3 / FSDP: population copies LoRA weights in place (partitioned
+# parameters under ZeRO-3) and FlowRL's log Z head lives outside the sharded model; both refuse at construction.
+SHARDED_UNSUPPORTED = ("pop", "pop-ips-qd", "flowrl")
+
 # Model families: where they run, how they are loaded and prompted, and their batch sizes.
 MODELS: dict[str, dict[str, Any]] = {
     "gemma-3-4b-it": {
@@ -48,7 +60,8 @@ MODELS: dict[str, dict[str, Any]] = {
         "settings": {"model_name_or_path": "google/gemma-3-4b-it", "quantize": "auto", "dtype": "bfloat16",
                      "bf16": True, "prompt_style": "chat", "per_device_train_batch_size": 8,
                      "gradient_accumulation_steps": 4, "max_completion_length": 256, "learning_rate": 2e-5,
-                     "max_steps": 500, "activation_checkpointing": True},
+                     "max_steps": 500, "activation_checkpointing": True,
+                     "lora_target_modules": GEMMA3_LANGUAGE_LORA},
     },
     "qwen3-4b": {
         "hardware": "1 GPU >= 16 GB", "accelerate_config": "single_gpu.yaml",
@@ -64,9 +77,9 @@ MODELS: dict[str, dict[str, Any]] = {
                      "bf16": True, "prompt_style": "chat", "chat_template_kwargs": {"enable_thinking": False},
                      "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
                      "max_completion_length": 256, "learning_rate": 1e-5, "max_steps": 300,
-                     "activation_checkpointing": True},
+                     "activation_checkpointing": True, "lora_target_modules": MOE_ATTENTION_LORA},
         "tasks": ("hypospace-voxel", "hypospace-causal", "hypospace-boolean"),
-        "methods": ("grpo", "ips", "pop-ips-qd"),
+        "methods": tuple(m for m in METHODS if m not in SHARDED_UNSUPPORTED),
     },
     "embedded-cpu": {
         "hardware": "CPU, 2+ cores", "accelerate_config": None,
@@ -119,10 +132,15 @@ def render(path: Path, settings: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    for path, settings in recipe_paths().items():
+    """Write every recipe and delete recipe files the table no longer has."""
+    paths = recipe_paths()
+    for stale in set(ROOT.glob("*/*/*.yaml")) - set(paths):
+        stale.unlink()
+        print(f"removed {stale.relative_to(ROOT.parent)} (no longer in the table)")
+    for path, settings in paths.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render(path, settings))
-    print(f"wrote {len(recipe_paths())} recipes under {ROOT}")
+    print(f"wrote {len(paths)} recipes under {ROOT}")
 
 
 if __name__ == "__main__":

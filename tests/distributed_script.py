@@ -64,6 +64,7 @@ def main(model: str, out: str) -> None:
         result = {"processes": trainer.accelerator.num_processes, "steps": records, "archives": state["archives"],
                   "novelty_memory": state["novelty"]["memory"].tolist()}
         Path(out).write_text(json.dumps(result))
+    trainer.accelerator.wait_for_everyone()  # a rank that tears down while another still saves can deadlock gloo
     trainer.accelerator.end_training()  # destroy the process group: a live gloo thread at exit can abort a rank
 
 

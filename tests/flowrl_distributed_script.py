@@ -39,6 +39,7 @@ def main(model: str, out: str) -> None:
     lora = {n: p.detach().cpu() for n, p in trainer.model.named_parameters() if "lora_" in n}
     torch.save({"processes": state.num_processes, "head": trainer.log_z_head.state_dict(), "lora": lora},
                Path(out) / f"rank{state.process_index}.pt")
+    trainer.accelerator.wait_for_everyone()  # a rank that tears down while another still saves can deadlock gloo
     trainer.accelerator.end_training()  # destroy the process group: a live gloo thread at exit can abort a rank
 
 

@@ -159,3 +159,16 @@ def test_embedded_gemma_prepares_loads_and_generates() -> None:
         ids = model.generate(**inputs, max_new_tokens=8, do_sample=False)
     text = tokenizer.decode(ids[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "France" in text or "Paris" in text, text
+
+
+def test_cpu_load_ignores_a_present_cuda_device(tiny_qwen3: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A use_cpu run on a GPU machine must not get 4-bit CUDA weights: cpu=True loads plain float32 weights."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    messages: list[str] = []
+    model, _ = models.load_model_and_tokenizer(str(tiny_qwen3), cpu=True, log=messages.append)
+    assert not getattr(model, "is_loaded_in_4bit", False)
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert "training on the CPU (use_cpu)" in messages[0]

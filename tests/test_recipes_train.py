@@ -1,6 +1,7 @@
 """Recipes, the task registry and the `divrl train` entry point."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -59,12 +60,21 @@ def test_task_arg_overrides_parse_yaml_values():
 
 
 @pytest.mark.slow
-def test_dry_run_trains_one_step_with_the_recipe_settings(tmp_path):
+@pytest.mark.parametrize(("task", "method", "metric"), [
+    ("hypospace-voxel", "ips", "ips/distinct_outcomes"),
+    ("hypospace-causal", "qd", "qd/coverage"),
+    ("hypospace-boolean", "maxent", "maxent/alpha"),
+    ("molecules", "fkl", "divergence/forward_kl"),
+    ("ideas", "js", "divergence/js"),
+])
+def test_dry_run_trains_one_step_with_the_recipe_settings(task, method, metric, tmp_path):
+    """One embedded-cpu recipe per task (each with a different method) builds and trains a step in a dry run."""
     from divrl.cli import main
 
-    recipe = RECIPES / "embedded-cpu" / "hypospace-voxel" / "ips.yaml"
+    recipe = RECIPES / "embedded-cpu" / task / f"{method}.yaml"
     assert main(["train", str(recipe), "--dry_run", "true", "--output_dir", str(tmp_path)]) == 0
-    state = (tmp_path / "trainer_state.json")
-    logged = {k for entry in __import__("json").loads(state.read_text())["log_history"] for k in entry}
-    assert "ips/distinct_outcomes" in logged
-    assert (tmp_path / "adapter_model.safetensors").is_file()
+    run = tmp_path / "dry-run"
+    state = json.loads((run / "trainer_state.json").read_text())
+    assert state["global_step"] == 1
+    assert metric in {key for entry in state["log_history"] for key in entry}
+    assert (run / "adapter_model.safetensors").is_file()

@@ -224,20 +224,22 @@ def load_model_and_tokenizer(
     quantize: Quantize = "auto",
     dtype: str | torch.dtype = "auto",
     attn_implementation: str | None = None,
+    cpu: bool = False,
     log: Callable[[str], None] = _stderr,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a causal LM and its tokenizer from a hub id, a local path or `embedded:NAME`.
 
     quantize="auto" loads 4-bit NF4 (bf16 compute, bitsandbytes) when CUDA is present and unquantized
     weights otherwise; "4bit" asks for NF4 and falls back with a message on CPU, where bitsandbytes is
-    impractically slow. dtype="auto" is bf16 on CUDA and float32 on CPU.
+    impractically slow. dtype="auto" is bf16 on CUDA and float32 on CPU. cpu=True loads for the CPU even when
+    CUDA is present (a trainer run with use_cpu).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
     if quantize not in ("auto", "4bit", "none"):
         raise ValueError(f"quantize must be 'auto', '4bit' or 'none', got {quantize!r}")
-    cuda = torch.cuda.is_available()
+    cuda = torch.cuda.is_available() and not cpu
     torch_dtype = _resolve_dtype(dtype, cuda)
     path = resolve_model_name(name_or_path)
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
@@ -256,7 +258,8 @@ def load_model_and_tokenizer(
         kwargs["device_map"] = {"": PartialState().local_process_index}
     elif quantize != "none":
         reason = "4-bit NF4 was requested but" if quantize == "4bit" else "quantize=auto:"
-        log(f"{reason} no CUDA device, so {name_or_path} loads unquantized in {torch_dtype} (LoRA on CPU)")
+        device = "training on the CPU (use_cpu)" if cpu else "no CUDA device"
+        log(f"{reason} {device}, so {name_or_path} loads unquantized in {torch_dtype} (LoRA on CPU)")
     try:
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(path)

@@ -11,9 +11,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from divrl.task import build_task, task_names
+
+# A dry run writes here, under the recipe's output_dir, so a real run's `--resume_from_checkpoint true` never
+# finds the tiny model's checkpoints (it looks for checkpoint-* directly in output_dir).
+DRY_RUN_SUBDIR = "dry-run"
+# What a dry run forces so that a GPU recipe checks out on a CPU-only machine.
+DRY_RUN_OVERRIDES = ("--use_cpu", "true", "--bf16", "false", "--fp16", "false", "--dtype", "float32")
 
 
 @dataclass
@@ -37,7 +44,9 @@ class TrainScriptArguments:
         "help": "'auto' (4-bit NF4 on CUDA, unquantized on CPU), '4bit' or 'none'. Overrides ModelConfig's "
                 "load_in_4bit, which is ignored."})
     dry_run: bool = field(default=False, metadata={
-        "help": "Build everything with the recipe's settings on a tiny local model and run one step."})
+        "help": f"Build everything with the recipe's settings on a tiny local model and run one step, on the CPU "
+                f"(use_cpu, no bf16, float32), writing into OUTPUT_DIR/{DRY_RUN_SUBDIR} (never the real run's "
+                "checkpoints); resume_from_checkpoint is ignored."})
 
 
 def task_args_with_overrides(script_args: TrainScriptArguments) -> dict[str, Any]:
@@ -59,15 +68,11 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     from divrl.trainers.divrl_trainer import DivRLTrainer
 
     task = build_task(script_args.task, **task_args_with_overrides(script_args))
-    model_name = model_args.model_name_or_path
-    if script_args.dry_run:
-        from divrl.testing import build_tiny_model
-
-        model_name = str(build_tiny_model("qwen3", f"{training_args.output_dir}/tiny-model"))
-        training_args.max_steps = 1
+    model_name = dry_run_model(training_args) if script_args.dry_run else model_args.model_name_or_path
     if not model_name:
         raise ValueError("model_name_or_path is required (a hub id, a local path or embedded:gemma-3-270m)")
-    model, tokenizer = load_model_and_tokenizer(model_name, quantize=script_args.quantize, dtype=model_args.dtype)
+    model, tokenizer = load_model_and_tokenizer(model_name, quantize=script_args.quantize, dtype=model_args.dtype,
+                                                cpu=training_args.use_cpu)
     style = script_args.prompt_style
     if style == "auto":
         style = "chat" if getattr(tokenizer, "chat_template", None) else "base"
@@ -83,22 +88,105 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
                        processing_class=tokenizer, peft_config=peft_config, task=task)
 
 
+def dry_run_model(training_args: Any) -> str:
+    """Write the tiny local model a dry run trains (once per machine, before the other processes read it)."""
+    from divrl.testing import build_tiny_model
+
+    path = Path(training_args.output_dir) / "tiny-model"
+    with training_args.main_process_first(local=True, desc="dry run: building the tiny model"):
+        if training_args.local_process_index == 0:
+            build_tiny_model("qwen3", path)
+    return str(path)
+
+
+def _load_recipe_file(config_path: str) -> dict[str, Any]:
+    """The recipe's YAML mapping, or a ValueError naming the file and what is wrong with it."""
+    import yaml
+
+    path = Path(config_path)
+    if not path.is_file():
+        raise ValueError(f"recipe file {config_path!r} does not exist (see recipes/README.md for the shipped ones)")
+    try:
+        recipe = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ValueError(f"recipe file {config_path!r} is not valid YAML: {error}") from None
+    if not isinstance(recipe, dict):
+        raise ValueError(f"recipe file {config_path!r} must hold a YAML mapping of field: value, "
+                         f"got {type(recipe).__name__}")
+    return recipe
+
+
+def _asks_for_dry_run(argv: list[str], recipe: dict[str, Any]) -> bool:
+    """Whether --dry_run is on (the command line overrides the recipe), known before the configs are built."""
+    from transformers.hf_argparser import string_to_bool
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--dry_run", type=string_to_bool, nargs="?", const=True, default=None)
+    flag = parser.parse_known_args(argv)[0].dry_run
+    return bool(recipe.get("dry_run", False) if flag is None else flag)
+
+
+def _cpu_variant(config_path: str | None) -> str:
+    """The embedded-cpu recipe with the same task and method as `config_path`, or the pattern naming it."""
+    if config_path:
+        path = Path(config_path)
+        variant = path.parent.parent.parent / "embedded-cpu" / path.parent.name / path.name
+        if variant.is_file():
+            return str(variant)
+    return "recipes/embedded-cpu/<task>/<method>.yaml"
+
+
+def check_report_to(report_to: Sequence[str]) -> None:
+    """Refuse a `report_to` integration that is unknown or not installed before anything is built."""
+    from transformers.integrations import INTEGRATION_TO_CALLBACK, get_available_reporting_integrations
+
+    available = get_available_reporting_integrations()
+    for name in report_to:
+        if name not in INTEGRATION_TO_CALLBACK:
+            raise ValueError(f"report_to {name!r} is not a known integration; choose from "
+                             f"{', '.join(sorted(INTEGRATION_TO_CALLBACK))} or 'none'")
+        if name not in available:
+            raise ValueError(f"report_to {name!r} needs its package, which is not installed here: pip install "
+                             f"{name} (or pass --report_to none)")
+
+
 def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
-    """Parse `--config RECIPE.yaml` plus overrides into (script args, DivRLConfig, ModelConfig)."""
+    """Parse `--config RECIPE.yaml` plus overrides into (script args, DivRLConfig, ModelConfig).
+
+    Bad input (a missing or malformed recipe, a GPU setting without a GPU, an unavailable `report_to`) is a
+    ValueError or SystemExit naming the problem. A dry run is forced onto the CPU and into OUTPUT_DIR/dry-run.
+    """
     from trl import ModelConfig, TrlParser
 
     from divrl.trainers.config import DivRLConfig
 
+    args = list(argv) if argv is not None else sys.argv[1:]
+    config_path = None
+    if "--config" in args:
+        if args[-1] == "--config":
+            raise ValueError("--config needs the path of a recipe file")
+        config_path = args[args.index("--config") + 1]
+    recipe = _load_recipe_file(config_path) if config_path else {}
+    dry_run = _asks_for_dry_run(args, recipe)
+    if dry_run:
+        args += DRY_RUN_OVERRIDES
     parser = TrlParser((TrainScriptArguments, DivRLConfig, ModelConfig))
     try:
-        return parser.parse_args_and_config(list(argv) if argv is not None else None)
+        script_args, training_args, model_args = parser.parse_args_and_config(args)
     except ValueError as error:
         if "bf16" in str(error) or "gpu" in str(error).lower():
             raise SystemExit(
-                f"{error}\nThis recipe asks for a GPU setting (bf16/CUDA) and none is available: use its CPU "
-                "variant (recipes/*-cpu.yaml) or add `--use_cpu true --bf16 false`."
+                f"{error}\nThis recipe asks for a GPU setting (bf16/CUDA) and none is available: run its CPU "
+                f"variant {_cpu_variant(config_path)} (the embedded model), or keep this model on the CPU with "
+                "`--use_cpu true --bf16 false --dtype float32` (slow for a multi-billion-parameter model)."
             ) from error
         raise
+    check_report_to(training_args.report_to)
+    if dry_run:
+        training_args.output_dir = str(Path(training_args.output_dir) / DRY_RUN_SUBDIR)
+        training_args.max_steps = 1
+        training_args.resume_from_checkpoint = None
+    return script_args, training_args, model_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,6 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     trainer.train(resume_from_checkpoint=resume or None)
     trainer.save_model(training_args.output_dir)
     trainer.save_state()  # trainer_state.json in the run dir: what `divrl plot` and `divrl fit-law` read
+    # Ranks other than 0 reach the end right after training's last collective; tearing down then can deadlock
+    # (torch's gloo worker still frees that collective's tensors, needing the GIL the process-group destructor
+    # holds: seen as a rank hanging at exit under cpu_2proc). Waiting here for rank 0's saving lets it finish.
+    trainer.accelerator.wait_for_everyone()
     trainer.accelerator.end_training()  # closes trackers and the process group, so no rank aborts at exit
     return 0
 
@@ -131,4 +223,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ValueError as error:  # bad input: one line naming the problem, as `divrl train` prints it
+        sys.exit(f"divrl.train: error: {error}")
