@@ -17,13 +17,20 @@ Extraction rule (`extract_smiles`), applied to the completion's answer text (rea
    "C" of "vitamin C"); ties go to the earlier token.
 A token is read as is and, failing that, with its prose wrapping removed (markdown emphasis, trailing
 punctuation, a "label:" prefix, wrapping brackets or unbalanced parentheses). The first candidate in
-this order that parses and contains carbon is the answer. Time is bounded: tokens whose letters are
-not SMILES atoms (ordinary prose words) are rejected without RDKit, and at most `MAX_CANDIDATES`
-distinct strings are handed to RDKit per completion.
+this order that parses and contains carbon is the answer. Time is bounded and linear in the text's
+length: tokens whose letters are not SMILES atoms (ordinary prose words) are rejected without RDKit, a
+labelled token is read at most `MAX_SMILES_CHARS` + 9 characters far (a longer one is not a SMILES, so
+`SMILES:SMILES:...` costs no more per label than a short answer), and at most `MAX_CANDIDATES` distinct
+strings are handed to RDKit per completion.
+
+Extraction is memoised by completion text (an LRU of `EXTRACTION_CACHE_SIZE` texts): the reward, the
+diversity filter and the IPS/QD hooks all read the same completions in one training step, and each
+completion is extracted once per step for batches of up to that many completions.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -34,13 +41,18 @@ from divrl.task import completion_text
 MAX_SMILES_CHARS = 400
 MAX_SCANNED_CHARS = 20_000  # only this prefix of the answer text is searched for a SMILES token
 MAX_CANDIDATES = 64  # at most this many distinct SMILES-shaped strings are handed to RDKit per completion
+EXTRACTION_CACHE_SIZE = 4096  # completion texts whose extracted SMILES are memoised (see the module docstring)
+_MAX_TOKEN_CHARS = MAX_SMILES_CHARS + 8  # a token this long can still be a SMILES in prose wrapping
 
 # Outside brackets SMILES letters can only be organic-subset atoms; RDKit writes dative bonds as -> and <-.
 _SMILES_SHAPE = re.compile(r"(?:\[[^\[\]]*\]|Cl|Br|[BCNOPSFIbcnops]|[0-9@+\-()=#$%/\\.:*~<>])+")
 _ATOM = re.compile(r"\[[^\[\]]*\]|Cl|Br|[BCNOPSFIbcnops]")
 _STRUCTURAL = re.compile(r"[0-9@+\-\[\]()=#$%/\\<>]")
 # A token: a run of non-separator characters; < and > separate (tags such as <smiles>) except in -> and <-.
-_TOKEN = re.compile(r"(?:->|<-|[^\s,;`\"'|{}<>])+")
+_TOKEN_UNIT = r"(?:->|<-|[^\s,;`\"'|{}<>])"
+_TOKEN = re.compile(_TOKEN_UNIT + "+")
+# The token after a label, read at most one character past the longest useful token (linear time: see above).
+_BOUNDED_TOKEN = re.compile(_TOKEN_UNIT + "{1,%d}" % (_MAX_TOKEN_CHARS + 1))
 _FENCE = re.compile(r"```(.*?)```", re.S)
 _LABEL = re.compile(r"\bSMILES\b[*_ ]*(?:string[*_ ]*)?[:=][*_]*", re.I)
 _LABEL_PREFIX = re.compile(r"^[A-Za-z_]+:")
@@ -133,7 +145,7 @@ def _ranked_candidates(text: str) -> list[str]:
 
     def add(match: re.Match[str], group: int, offset: int = 0) -> None:
         token = match.group()
-        if len(token) > MAX_SMILES_CHARS + 8:  # room for wrapping punctuation only
+        if len(token) > _MAX_TOKEN_CHARS:  # room for wrapping punctuation only
             return
         for variant, form in enumerate(dict.fromkeys((token, _unwrapped(token)))):
             if form and len(form) <= MAX_SMILES_CHARS and _SMILES_SHAPE.fullmatch(form):
@@ -144,9 +156,10 @@ def _ranked_candidates(text: str) -> list[str]:
     if first is not None and _TOKEN.search(first_line, first.end()) is None:  # a lone token on the first line
         add(first, group=0, offset=len(text) - len(text.lstrip()))
     for label in _LABEL.finditer(text):
-        token = _TOKEN.search(text, label.end())
+        # Bounded: an unbounded search here reads to the end of a `SMILES:SMILES:...` run once per label.
+        token = _BOUNDED_TOKEN.search(text, label.end())
         if token is not None:
-            add(token, group=0)
+            add(token, group=0)  # a token cut at the bound is longer than _MAX_TOKEN_CHARS: add() drops it
     for fence in _FENCE.finditer(text):
         for token in _TOKEN.finditer(fence.group(1)):
             add(token, group=1, offset=fence.start(1))
@@ -161,8 +174,25 @@ def extract_smiles(completion: Any) -> str | None:
 
     Plausible = parses (see `parse_smiles`), contains carbon (words such as "I" or "NO" parse as molecules
     too, and this task is about organic molecules) and has a canonical SMILES (see `canonical_smiles`).
+    Memoised by completion text (`EXTRACTION_CACHE_SIZE` most recent texts).
     """
-    text = _answer_text(completion_text(completion))[:MAX_SCANNED_CHARS]
+    return _extract_cached(completion_text(completion))
+
+
+@functools.lru_cache(maxsize=EXTRACTION_CACHE_SIZE)
+def _extract_cached(text: str) -> str | None:
+    """`_extract_text`, memoised: reward, diversity filter and hooks of one step read the same completions."""
+    return _extract_text(text)
+
+
+def clear_extraction_cache() -> None:
+    """Forget the memoised extractions (tests; extraction is a pure function of the text, so never needed)."""
+    _extract_cached.cache_clear()
+
+
+def _extract_text(text: str) -> str | None:
+    """The extraction rule on a completion's plain text (uncached)."""
+    text = _answer_text(text)[:MAX_SCANNED_CHARS]
     for token in _ranked_candidates(text)[:MAX_CANDIDATES]:
         mol = parse_smiles(token)
         if mol is not None and any(atom.GetAtomicNum() == 6 for atom in mol.GetAtoms()):
