@@ -1,0 +1,95 @@
+"""The order-free estimator against brute force over every ordering / subset, and its edge cases."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import pytest
+
+from divrl.core.estimators import expected_coverage_curve, hit_probability, hit_probability_curve, pass_at_k
+
+
+def _brute_hit(samples: int, hits: int, draws: int) -> Fraction:
+    """Exact fraction of `draws`-subsets of the samples that contain a hit."""
+    marked = [i < hits for i in range(samples)]
+    subsets = list(itertools.combinations(marked, draws))
+    return Fraction(sum(any(s) for s in subsets), len(subsets))
+
+
+@pytest.mark.parametrize("samples", range(1, 8))
+def test_hit_probability_equals_enumeration_over_all_subsets(samples: int) -> None:
+    for hits in range(samples + 1):
+        curve = hit_probability_curve(samples, hits)
+        assert len(curve) == samples
+        for draws in range(1, samples + 1):
+            exact = _brute_hit(samples, hits, draws)
+            assert curve[draws - 1] == pytest.approx(float(exact), abs=1e-12)
+            assert hit_probability(samples, hits, draws) == pytest.approx(float(exact), abs=1e-12)
+            assert pass_at_k(samples, hits, draws) == hit_probability(samples, hits, draws)
+            closed = 1 - math.comb(samples - hits, draws) / math.comb(samples, draws)
+            assert curve[draws - 1] == pytest.approx(closed, abs=1e-12)
+
+
+def test_edge_cases() -> None:
+    assert hit_probability_curve(5, 0) == [0.0] * 5  # c = 0: never found
+    assert hit_probability_curve(5, 5) == [1.0] * 5  # c = N: found by the first draw
+    assert hit_probability(6, 1, 6) == 1.0 and hit_probability(6, 2, 5) == 1.0  # n = N, and n > N - c: certain
+    assert hit_probability(6, 1, 1) == pytest.approx(1 / 6)  # pass@1 = c / N
+    assert hit_probability(4, 2, 0) == 0.0 and hit_probability_curve(4, 2, 0) == []
+    assert hit_probability_curve(6, 2, 3) == hit_probability_curve(6, 2)[:3]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((4, 1, 5), r"cannot estimate n = 5 from 4 samples"),
+        ((4, 5, 1), r"hits must be in \[0, samples=4\]"),
+        ((4, -1, 1), r"hits must be in"),
+        ((0, 0, 0), r"samples must be >= 1"),
+        ((4, 1, -1), r"n must be in \[0, 4\]"),
+        ((4, 1.0, 1), r"hits must be an integer"),
+        ((4, True, 1), r"hits must be an integer"),
+    ],
+)
+def test_invalid_arguments_are_clear_errors(args: tuple, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        hit_probability(*args)
+
+
+def test_large_sample_counts_stay_finite_and_exact() -> None:
+    # C(2000, 1000) overflows a float; the product form does not.
+    value = hit_probability(2000, 3, 1000)
+    assert value == pytest.approx(1 - (1000 * 999 * 998) / (2000 * 1999 * 1998), rel=1e-12)
+    assert all(0.0 <= p <= 1.0 for p in hit_probability_curve(2000, 1, 2000))
+
+
+@pytest.mark.parametrize(
+    ("keys", "targets"),
+    [
+        (["a", "a", "b", None, "c"], {"a", "b", "d"}),  # an invalid sample, a target never sampled
+        (["x", "x", "x", "y"], {"x", "y"}),
+        ([None, None, "q"], {"q"}),
+        (["a", "b", "c", "a", "b", "a"], {"a", "b", "c", "e", "f"}),
+    ],
+)
+def test_expected_coverage_equals_the_mean_prefix_coverage_over_all_orderings(keys: list, targets: set) -> None:
+    orders = list(itertools.permutations(keys))
+    expected = [
+        Fraction(sum(len(set(order[:n]) & targets) for order in orders), len(orders) * len(targets))
+        for n in range(1, len(keys) + 1)
+    ]
+    assert expected_coverage_curve(keys, targets) == pytest.approx([float(e) for e in expected], abs=1e-12)
+    assert expected_coverage_curve(keys, targets, up_to=2) == pytest.approx([float(e) for e in expected[:2]])
+    # At n = N every ordering has seen every sample: plain coverage.
+    assert expected_coverage_curve(keys, targets)[-1] == pytest.approx(len(set(keys) & targets) / len(targets))
+
+
+def test_expected_coverage_errors() -> None:
+    with pytest.raises(ValueError, match="non-empty set of targets"):
+        expected_coverage_curve(["a"], set())
+    with pytest.raises(ValueError, match="at least one sample"):
+        expected_coverage_curve([], {"a"})
+    with pytest.raises(ValueError, match="cannot estimate n = 3 from 2 samples"):
+        expected_coverage_curve(["a", "b"], {"a"}, up_to=3)
