@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from divrl import cli, sampling
 from divrl.tasks.hypospace import VoxelTask, recovery_cli
 from divrl.tasks.hypospace.common import Instance
-from divrl.tasks.hypospace.recovery import bootstrap_mean, evaluate_recovery
+from divrl.tasks.hypospace.recovery import bootstrap_mean, evaluate_recovery, samples_per_instance, score_proposals
 from divrl.tasks.hypospace.recovery_cli import expand_models
 
 # Four instances (one occupied cell of a 2x2 grid, height 1 or 2): H_O = {h1, h2} each.
@@ -40,6 +41,12 @@ EXPECTED = {
     "recovery": 0.625,
     "distinct_valid": [0.75, 0.75, 1.0, 1.25],
     "per_instance_curves": [[0.5, 0.5, 0.5, 1.0], [0.0] * 4, [0.5, 0.5, 1.0, 1.0], [0.5] * 4],
+    # Order-free: a and c have c_h = 2 and 1 of N = 4 (P(found within n) = 1 - C(4 - c, n) / C(4, n)):
+    # h with c = 2: 1/2, 5/6, 1, 1; h with c = 1: 1/4, 1/2, 3/4, 1; RR = their mean. d: c = 4 for one of 2.
+    "per_instance_unbiased": [[3 / 8, 2 / 3, 7 / 8, 1.0], [0.0] * 4, [3 / 8, 2 / 3, 7 / 8, 1.0], [0.5] * 4],
+    "curve_unbiased": [5 / 16, 11 / 24, 9 / 16, 5 / 8],
+    "recovery_at_n_admissible": 11 / 24,  # |H_O| = 2 for every instance
+    "pass_at_k": [5 / 8, 3 / 4, 3 / 4, 3 / 4],  # valid samples 3, 0, 3, 4 of 4
 }
 
 
@@ -82,6 +89,57 @@ def test_recovery_curves_equal_the_hand_computed_ones(protocol: str) -> None:
     assert result["n_instances"] == 4
     expected_calls = [(3, 4), (1, 4)] if protocol == "parallel" else [(3, 1)] * 4 + [(1, 1)] * 4
     assert sampler.calls == expected_calls
+    unbiased = [r["curve_unbiased"] for r in result["instances"]]
+    assert np.allclose(unbiased, EXPECTED["per_instance_unbiased"])
+    for metric in ("curve_unbiased", "pass_at_k"):
+        assert result[metric]["mean"] == pytest.approx(EXPECTED[metric])
+    assert result["recovery_at_n_admissible"]["mean"] == pytest.approx(EXPECTED["recovery_at_n_admissible"])
+    assert result["recovery_at_n_admissible"]["instances"] == 4
+    assert result["curve_unbiased"]["mean"][-1] == pytest.approx(result["curve"]["mean"][-1])  # agree at n = N
+    assert result["pass_at_n"]["mean"] == pytest.approx(0.75) and result["curve_n"] == 4
+    assert result["distinct_valid_unbiased"]["mean"] == pytest.approx([2 * v for v in EXPECTED["curve_unbiased"]])
+
+
+def test_score_proposals_marks_rr_at_the_admissible_size_undefined_below_it() -> None:
+    record = score_proposals(["a", None], frozenset({"a", "b", "c"}))
+    assert record["recovery_at_n_admissible"] is None and record["recovery"] == pytest.approx(1 / 3)
+    assert record["curve_unbiased"] == pytest.approx([1 / 6, 1 / 3]) and record["pass_at_k"] == pytest.approx([0.5, 1])
+
+
+def test_samples_per_hypothesis_budget_varies_n_per_instance() -> None:
+    task = VoxelTask(grid=2, max_height=2, max_blocks=2)  # |H_O| = 2 (one cell) or 4 (two cells)
+    instances = task.instances()
+    counts = samples_per_instance(instances, 1.5)
+    assert counts == [3 if len(i.hypotheses) == 2 else 6 for i in instances] and {3, 6} == set(counts)
+    assert samples_per_instance(instances[:1], 1.1) == [3]  # ceil(2.2); and 1.1 * 10 must give 11, not 12:
+    assert samples_per_instance([Instance("x", "voxel", {}, (), tuple("abcdefghij"))], 1.1) == [11]
+    with pytest.raises(ValueError, match="must be > 0"):
+        samples_per_instance(instances, 0)
+    calls: list[tuple[int, int]] = []
+
+    def first_hypotheses(prompts: Sequence[sampling.Prompt], n: int = 1) -> list[list[str]]:
+        calls.append((len(prompts), n))
+        out = []
+        for prompt in prompts:
+            (inst,) = [i for i in instances if task.observation_block(i.observations) in prompt[-1]["content"]]
+            out.append([task.render_answer(inst.hypotheses[j % 2]) for j in range(n)])  # h0, h1, h0, ...
+        return out
+
+    result = evaluate_recovery(task, instances, first_hypotheses, counts, instances_per_call=len(instances),
+                               progress=False)
+    assert sorted(calls) == sorted([(counts.count(3), 3), (counts.count(6), 6)])
+    assert [r["n_samples"] for r in result["instances"]] == counts
+    assert result["curve_n"] == 3 and len(result["curve"]["mean"]) == 3 and len(result["pass_at_k"]["mean"]) == 3
+    for record in result["instances"]:
+        size = record["n_admissible"]
+        assert record["recovery"] == pytest.approx(2 / size)  # two distinct hypotheses found among N
+        # order-free RR@|H_O|: h0 and h1 appear ceil(N/2) and floor(N/2) times; |H_O| of the N drawn at a time
+        n = record["n_samples"]
+        found = [1 - math.comb(n - c, size) / math.comb(n, size) for c in ((n + 1) // 2, n // 2)]
+        assert record["recovery_at_n_admissible"] == pytest.approx(sum(found) / size)
+    mean_at_size = np.mean([r["recovery_at_n_admissible"] for r in result["instances"]])
+    assert result["recovery_at_n_admissible"]["mean"] == pytest.approx(mean_at_size)
+    assert result["recovery"]["mean"] == pytest.approx(np.mean([r["recovery"] for r in result["instances"]]))
 
 
 def test_sequential_prompts_list_earlier_proposals_and_steer_a_cooperative_model() -> None:
@@ -164,6 +222,40 @@ def test_cli_writes_exact_json_and_one_curve_per_checkpoint(tmp_path: Path, monk
     assert (out / "recovery.png").stat().st_size > 0
 
 
+def test_cli_samples_per_hypothesis_and_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    model = _fake_model(tmp_path / "model")
+    monkeypatch.setattr(sampling, "make_sampler", lambda *a, **k: ScriptedSampler(_scripts()))
+    out = tmp_path / "eval"
+    argv = ["eval", "recovery", "--model", str(model), *VOXEL_ARGS, "--split", "all", "--samples-per-hypothesis", "2"]
+    assert _run([*argv, "--out", str(out), "--no-progress"], monkeypatch) == 0
+    report = json.loads((out / "recovery.json").read_text())
+    assert report["samples"] is None and report["samples_per_hypothesis"] == 2.0 and "curve_unbiased" in report["estimators"]
+    (result,) = report["models"]
+    assert [r["n_samples"] for r in result["instances"]] == [4] * 4  # ceil(2 x |H_O| = 2)
+    assert result["curve_unbiased"]["mean"] == pytest.approx(EXPECTED["curve_unbiased"])
+    table = capsys.readouterr().out
+    header, row = table.splitlines()[:2]
+    assert header.split()[1:6] == ["validity", "uniqueness", "pass@N", "RR@|H_O|", "RR@N"]
+    assert [float(v) for v in row.split()[1:6]] == pytest.approx([0.625, 0.375, 0.75, 11 / 24, 0.625], abs=6e-4)
+    help_text = recovery_cli_help(monkeypatch, capsys)
+    assert "1 - C(N - c_h, n) / C(N, n)" in help_text and "The printed table uses the order-free" in help_text
+
+
+def test_cli_refuses_both_budgets(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    argv = ["eval", "recovery", "--model", "m", *VOXEL_ARGS, "--samples", "4", "--samples-per-hypothesis", "2"]
+    with pytest.raises(SystemExit):
+        _run([*argv, "--out", "o"], monkeypatch)
+    assert "--samples-per-hypothesis: not allowed with argument --samples" in capsys.readouterr().err
+
+
+def recovery_cli_help(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> str:
+    with pytest.raises(SystemExit):
+        _run(["eval", "recovery", "--help"], monkeypatch)
+    return capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -172,6 +264,7 @@ def test_cli_writes_exact_json_and_one_curve_per_checkpoint(tmp_path: Path, monk
         (["--model", "M", "--test-fraction", "0"], "split 'test' .* is empty"),
         (["--model", "M", "--nodes", "3"], "--nodes applies to the causal domain"),
         (["--model", "M", "--samples", "0"], "--samples must be >= 1"),
+        (["--model", "M", "--samples-per-hypothesis", "0"], "--samples-per-hypothesis must be > 0"),
     ],
 )
 def test_cli_errors_are_clear(

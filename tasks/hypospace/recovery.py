@@ -1,21 +1,31 @@
 """Recovery-rate evaluation: how much of each admissible set H_O a model's samples cover.
 
-Two protocols. Parallel (the IPS paper's Figure 2): N independent samples per instance from one prompt,
-RR(n) for n = 1..N from the first n samples. Sequential (HypoSpace's own): N rounds, each prompt listing
-the instance's earlier readable proposals and asking for a different one. Per instance: the RR(n)
-curve, validity and uniqueness; per model: macro-averages over instances with 95% percentile-bootstrap
-intervals (resampling instances). The sampler is injected (`sampler(prompts, n) -> n completions per
-prompt`), so tests feed chosen answers and `divrl eval recovery` feeds a real model.
+Two protocols. Parallel (the IPS paper's Figure 2): N independent samples per instance from one prompt.
+Sequential (HypoSpace's own): N rounds, each prompt listing the instance's earlier readable proposals and
+asking for a different one. N is fixed (`samples`) or per instance (`samples_per_instance`: HypoSpace's budget
+N = ceil(m |H_O|), m = 2 in its reference).
+
+Two recovery curves per instance. The prefix curve RR(n) reads the first n samples in the order drawn (the
+HypoSpace protocol's curve; for the sequential protocol the order is the protocol itself). The order-free curve
+(`curve_unbiased`) is its average over every ordering of the N samples: per admissible h with c_h of N samples
+equal to h, P(h found within n) = 1 - C(N - c_h, n) / C(N, n) (`divrl.core.estimators`), RR(n) = mean over h.
+Both agree at n = N. Per instance also: RR@|H_O| from the order-free curve (HypoSpace's headline budget; None
+when N < |H_O|), validity, uniqueness and pass@k of validity (same estimator, c = valid samples). Per model:
+macro-averages over instances with 95% percentile-bootstrap intervals (resampling instances); curves are
+averaged up to the smallest N. The sampler is injected (`sampler(prompts, n) -> n completions per prompt`), so
+tests feed chosen answers and `divrl eval recovery` feeds a real model.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from divrl.core.estimators import expected_coverage_curve, hit_probability_curve
 from divrl.sampling import Prompt
 from divrl.tasks.hypospace.common import HypoSpaceTask, Instance, recovery_curve, uniqueness, validity
 
@@ -25,18 +35,43 @@ Sampler = Callable[[Sequence[Prompt], int], list[list[str]]]
 PromptBuilder = Callable[[Instance, Sequence[str]], Prompt]
 
 
-def _score(task: HypoSpaceTask, instance: Instance, completions: list[str], keep_text: bool) -> dict[str, Any]:
-    proposals = [task.outcome_key(c) for c in completions]
-    curve = recovery_curve(proposals, instance.admissible)
-    record = {
-        "id": instance.id,
-        "n_admissible": len(instance.hypotheses),
-        "validity": validity(proposals, instance.admissible),
+def score_proposals(proposals: Sequence[str | None], admissible: frozenset[str]) -> dict[str, Any]:
+    """Metrics of one instance's N canonical proposals (None = unreadable) against its admissible set H_O.
+
+    `curve`: prefix RR(n) (first n in order); `curve_unbiased`: order-free RR(n); `recovery`: RR@N (the two
+    agree there); `recovery_at_n_admissible`: order-free RR@|H_O|, None when N < |H_O|; `pass_at_k`: pass@k of
+    validity for k = 1..N; plus validity, uniqueness, `n_samples` and `n_admissible`.
+    """
+    if not proposals:
+        raise ValueError("an instance needs at least one proposal")
+    n, size = len(proposals), len(admissible)
+    curve = recovery_curve(proposals, admissible)
+    unbiased = expected_coverage_curve(proposals, admissible)
+    valid = sum(p in admissible for p in proposals)
+    return {
+        "n_admissible": size,
+        "n_samples": n,
+        "validity": validity(proposals, admissible),
         "uniqueness": uniqueness(proposals),
         "recovery": curve[-1],
+        "recovery_at_n_admissible": unbiased[size - 1] if size <= n else None,
         "curve": curve,
-        "proposals": proposals,
+        "curve_unbiased": unbiased,
+        "pass_at_k": hit_probability_curve(n, valid),
     }
+
+
+def samples_per_instance(instances: Sequence[Instance], samples_per_hypothesis: float) -> list[int]:
+    """HypoSpace's budget: N = ceil(m * |H_O|) samples for each instance (m = `samples_per_hypothesis` > 0)."""
+    if not samples_per_hypothesis > 0:
+        raise ValueError(f"samples per hypothesis must be > 0, got {samples_per_hypothesis}")
+    # round() first so that e.g. 1.1 * 10 = 11.000000000000002 gives 11, not 12
+    return [max(1, math.ceil(round(samples_per_hypothesis * len(i.hypotheses), 9))) for i in instances]
+
+
+def _score(task: HypoSpaceTask, instance: Instance, completions: list[str], keep_text: bool) -> dict[str, Any]:
+    proposals = [task.outcome_key(c) for c in completions]
+    record = {"id": instance.id, **score_proposals(proposals, instance.admissible), "proposals": proposals}
     if keep_text:
         record["completions"] = completions
     return record
@@ -48,35 +83,50 @@ def _checked(produced: list[list[str]], prompts: int, n: int) -> list[list[str]]
     return produced
 
 
+def _counts(instances: Sequence[Instance], samples: int | Sequence[int]) -> list[int]:
+    counts = [samples] * len(instances) if isinstance(samples, int) else list(samples)
+    if len(counts) != len(instances):
+        raise ValueError(f"got {len(counts)} sample counts for {len(instances)} instances")
+    if any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    return counts
+
+
 def sample_instances(
     instances: Sequence[Instance],
     sampler: Sampler,
-    samples: int,
+    samples: int | Sequence[int],
     protocol: str,
     build_prompt: PromptBuilder,
     parse: Callable[[str], str | None],
     instances_per_call: int = 8,
     progress: bool = True,
 ) -> list[list[str]]:
-    """`samples` completions per instance under `protocol`; sequential rounds list earlier readable proposals."""
+    """`samples` completions per instance (one count for all, or one per instance) under `protocol`; sequential
+    rounds list earlier readable proposals."""
     from tqdm.auto import tqdm
 
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
-    if samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
+    counts = _counts(instances, samples)
     completions: list[list[str]] = []
     with tqdm(total=len(instances), desc="instances", unit="inst", disable=not progress) as bar:
         for start in range(0, len(instances), instances_per_call):
             chunk = instances[start : start + instances_per_call]
+            wanted = counts[start : start + instances_per_call]
+            produced: list[list[str]] = [[] for _ in chunk]
             if protocol == "parallel":
-                produced = _checked(sampler([build_prompt(inst, ()) for inst in chunk], samples), len(chunk), samples)
+                for n in dict.fromkeys(wanted):  # one call per distinct count, in order of appearance
+                    group = [i for i, w in enumerate(wanted) if w == n]
+                    answers = _checked(sampler([build_prompt(chunk[i], ()) for i in group], n), len(group), n)
+                    for i, answer in zip(group, answers, strict=True):
+                        produced[i] = answer
             else:
-                produced = [[] for _ in chunk]
                 earlier: list[list[str]] = [[] for _ in chunk]
-                for _ in range(samples):
-                    prompts = [build_prompt(inst, earlier[i]) for i, inst in enumerate(chunk)]
-                    for i, (answer,) in enumerate(_checked(sampler(prompts, 1), len(chunk), 1)):
+                for round_ in range(max(wanted)):
+                    group = [i for i, w in enumerate(wanted) if w > round_]
+                    prompts = [build_prompt(chunk[i], earlier[i]) for i in group]
+                    for i, (answer,) in zip(group, _checked(sampler(prompts, 1), len(group), 1), strict=True):
                         produced[i].append(answer)
                         key = parse(answer)
                         if key is not None:
@@ -95,11 +145,41 @@ def bootstrap_mean(values: np.ndarray, resamples: int = 1000, seed: int = 0) -> 
     return {"mean": values.mean(axis=0).tolist(), "ci_low": low.tolist(), "ci_high": high.tolist()}
 
 
+def summarize(per_instance: Sequence[dict[str, Any]], resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Macro-averages of `score_proposals` records with 95% bootstrap intervals (instances resampled).
+
+    Curves (`curve`, `curve_unbiased`, `distinct_valid[_unbiased]` = RR(n) x |H_O|, `pass_at_k`) are averaged
+    for n = 1..`curve_n` = the smallest N among the instances; `recovery` (RR@N) and `pass_at_n` (pass@N of
+    validity: at least one valid sample) are taken at each instance's own N;
+    `recovery_at_n_admissible` (order-free RR@|H_O|) averages the instances with N >= |H_O| (how many:
+    its `instances` entry; None when there are none).
+    """
+    if not per_instance:
+        raise ValueError("no instances to summarize")
+    n_common = min(r["n_samples"] for r in per_instance)
+    summary: dict[str, Any] = {
+        metric: bootstrap_mean(np.array([r[metric] for r in per_instance]), resamples, seed)
+        for metric in ("validity", "uniqueness", "recovery")
+    }
+    summary["pass_at_n"] = bootstrap_mean(np.array([r["pass_at_k"][-1] for r in per_instance]), resamples, seed)
+    for metric in ("curve", "curve_unbiased", "pass_at_k"):
+        summary[metric] = bootstrap_mean(np.array([r[metric][:n_common] for r in per_instance]), resamples, seed)
+    for metric, curve in (("distinct_valid", "curve"), ("distinct_valid_unbiased", "curve_unbiased")):
+        found = np.array([np.array(r[curve][:n_common]) * r["n_admissible"] for r in per_instance])
+        summary[metric] = bootstrap_mean(found, resamples, seed)
+    at_size = [r["recovery_at_n_admissible"] for r in per_instance if r["recovery_at_n_admissible"] is not None]
+    summary["recovery_at_n_admissible"] = (
+        {**bootstrap_mean(np.array(at_size), resamples, seed), "instances": len(at_size)} if at_size else None
+    )
+    summary["curve_n"] = n_common
+    return summary
+
+
 def evaluate_recovery(
     task: HypoSpaceTask,
     instances: Sequence[Instance],
     sampler: Sampler,
-    samples: int,
+    samples: int | Sequence[int],
     protocol: str = "parallel",
     build_prompt: PromptBuilder | None = None,
     instances_per_call: int = 8,
@@ -108,7 +188,10 @@ def evaluate_recovery(
     keep_completions: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Per-instance curves and metrics plus their macro-averages with bootstrap intervals."""
+    """Per-instance curves and metrics (`score_proposals`) plus their macro-averages (`summarize`).
+
+    `samples` is N for every instance, or one N per instance (e.g. `samples_per_instance`).
+    """
     if not instances:
         raise ValueError(f"no instances to evaluate for {task.name}")
     build_prompt = build_prompt or task.prompts_for("chat")
@@ -116,36 +199,47 @@ def evaluate_recovery(
         instances, sampler, samples, protocol, build_prompt, task.parse, instances_per_call, progress
     )
     per_instance = [_score(task, i, c, keep_completions) for i, c in zip(instances, completions, strict=True)]
-    summary = {
-        metric: bootstrap_mean(np.array([r[metric] for r in per_instance]), resamples, seed)
-        for metric in ("validity", "uniqueness", "recovery", "curve")
-    }
-    distinct_found = np.array([np.array(r["curve"]) * r["n_admissible"] for r in per_instance])
-    summary["distinct_valid"] = bootstrap_mean(distinct_found, resamples, seed)
-    return {**summary, "n_instances": len(per_instance), "instances": per_instance}
+    return {**summarize(per_instance, resamples, seed), "n_instances": len(per_instance), "instances": per_instance}
 
 
 def plot_recovery(models: Sequence[dict[str, Any]], path: str | Path, title: str) -> Path:
-    """One curve per model: RR(n) and distinct admissible hypotheses found vs samples n, with 95% bands."""
+    """One colour per model: RR(n) and distinct admissible hypotheses found vs samples n, with 95% bands.
+
+    Solid lines: the order-free estimate (`curve_unbiased`) when the results hold it; dotted: the prefix curve
+    (first n samples in order), the only one drawn for results without the order-free curve.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for model in models:
-        for ax, metric in zip(axes, ("curve", "distinct_valid"), strict=True):
-            stats = model[metric]
-            n = np.arange(1, len(stats["mean"]) + 1)
-            ax.plot(n, stats["mean"], marker="o" if len(n) <= 20 else None, ms=3, label=model["label"])
-            ax.fill_between(n, stats["ci_low"], stats["ci_high"], alpha=0.2)
+    pairs = (("curve_unbiased", "curve"), ("distinct_valid_unbiased", "distinct_valid"))
+    for index, model in enumerate(models):
+        color = f"C{index % 10}"
+        for ax, (unbiased, prefix) in zip(axes, pairs, strict=True):
+            for metric, style in ((unbiased, "-"), (prefix, ":")):
+                if metric not in model or model[metric] is None:
+                    continue
+                stats = model[metric]
+                n = np.arange(1, len(stats["mean"]) + 1)
+                has_both = unbiased in model
+                label = model["label"] + (" (first n)" if has_both and metric == prefix else "")
+                solid = metric == unbiased or not has_both
+                ax.plot(n, stats["mean"], style if has_both else "-", color=color, label=label,
+                        marker="o" if len(n) <= 20 and solid else None, ms=3)
+                if solid:
+                    ax.fill_between(n, stats["ci_low"], stats["ci_high"], color=color, alpha=0.2)
     axes[0].set(xlabel="samples n", ylabel="recovery rate RR(n)", ylim=(0, 1.02), title="Recovery rate")
     axes[1].set(xlabel="samples n", ylabel="distinct admissible hypotheses", title="Distinct valid outcomes")
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
+    if any("curve_unbiased" in m for m in models):
+        fig.text(0.5, 0.01, "solid: order-free estimate (mean over all orderings of the N samples), with 95% band; "
+                 "dotted: first n samples as drawn", ha="center", fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     path = Path(path)
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -1,7 +1,8 @@
 """`divrl eval recovery`: recovery-rate curves of one or more models (or checkpoints) on a HypoSpace split.
 
-Writes `DIR/recovery.json` (per-instance curves, validity, uniqueness, macro-averages with 95% bootstrap
-intervals) and `DIR/recovery.png` (one curve per model / checkpoint). Heavy imports live in the handler.
+Writes `DIR/recovery.json` (per-instance prefix and order-free curves, RR@|H_O|, RR@N, validity, uniqueness,
+pass@k of validity, macro-averages with 95% bootstrap intervals) and `DIR/recovery.png` (one colour per model /
+checkpoint). Heavy imports live in the handler.
 """
 
 from __future__ import annotations
@@ -25,8 +26,17 @@ def register(subparsers: Any) -> None:
         "recovery",
         help="recovery-rate curves RR(n) of models on a HypoSpace split",
         description="Sample N answers per instance (parallel, or sequential listing earlier proposals), and "
-        "report RR(n), validity and uniqueness with 95% bootstrap intervals. A directory holding TRL "
-        "checkpoint-* folders is expanded into one curve per checkpoint.",
+        "report RR(n), validity, uniqueness and pass@k of validity with 95% bootstrap intervals. A directory "
+        "holding TRL checkpoint-* folders is expanded into one curve per checkpoint.",
+        epilog="Two recovery curves are reported. The prefix curve RR(n) counts the distinct admissible hypotheses "
+        "among the first n samples as drawn (HypoSpace's protocol; JSON 'curve', dotted in the plot). The "
+        "order-free curve averages it over every ordering of the N samples: per admissible h with c_h of N "
+        "samples equal to h, P(h found within n) = 1 - C(N - c_h, n) / C(N, n), averaged over h (JSON "
+        "'curve_unbiased', solid in the plot). The printed table uses the order-free estimate for RR@|H_O| "
+        "(HypoSpace's headline budget; only instances with N >= |H_O| count) and RR@N = recovery after all N "
+        "samples, where both curves agree; pass@N is pass@k of validity at k = N (same estimator, c = valid "
+        "samples) and validity = pass@1.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--model",
@@ -38,7 +48,16 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--task", required=True, choices=TASK_NAMES)
     add_task_arguments(parser)
     parser.add_argument("--split", choices=["train", "test", "all"], default="test")
-    parser.add_argument("--samples", type=int, default=16, help="samples N per instance (default 16)")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--samples", type=int, default=None, help="samples N per instance (default 16)")
+    budget.add_argument(
+        "--samples-per-hypothesis",
+        type=float,
+        default=None,
+        metavar="M",
+        help="HypoSpace's budget instead of --samples: N = ceil(M * |H_O|) samples per instance (its reference "
+        "uses M = 2); curves are then averaged up to the smallest N",
+    )
     parser.add_argument("--protocol", choices=["parallel", "sequential"], default="parallel")
     parser.add_argument(
         "--prompt-style",
@@ -87,11 +106,23 @@ def _run(args: argparse.Namespace) -> int:
     from divrl import sampling
     from divrl.cli import require_at_least
     from divrl.tasks.hypospace.common import END_MARKER
-    from divrl.tasks.hypospace.recovery import evaluate_recovery, plot_recovery
+    from divrl.tasks.hypospace.recovery import evaluate_recovery, plot_recovery, samples_per_instance
 
-    require_at_least(args, samples=1, n_exemplars=0, instances_per_call=1, bootstrap=1)
+    if args.samples is None and args.samples_per_hypothesis is None:
+        args.samples = 16
+    if args.samples is not None:
+        require_at_least(args, samples=1)
+    elif not args.samples_per_hypothesis > 0:
+        raise ValueError(f"--samples-per-hypothesis must be > 0, got {args.samples_per_hypothesis}")
+    require_at_least(args, n_exemplars=0, instances_per_call=1, bootstrap=1)
     task = task_from_args(args.task, args)
     instances = split_from_args(task, args)
+    if args.samples is not None:
+        samples: int | list[int] = args.samples
+        budget = f"{args.samples} samples"
+    else:
+        samples = samples_per_instance(instances, args.samples_per_hypothesis)
+        budget = f"ceil({args.samples_per_hypothesis:g} x |H_O|) = {min(samples)}..{max(samples)} samples"
     out = output_directory(args.out)
     models = expand_models(args.model)
     for _, model in models:
@@ -105,14 +136,14 @@ def _run(args: argparse.Namespace) -> int:
             style = "chat" if sampler.has_chat_template else "base"
         build = task.prompts_for(style, args.seed, args.test_fraction, args.limit, args.n_exemplars)
         print(
-            f"{label}: {len(instances)} instances x {args.samples} samples ({args.protocol}, {style} prompts)",
+            f"{label}: {len(instances)} instances x {budget} ({args.protocol}, {style} prompts)",
             file=sys.stderr,
         )
         result = evaluate_recovery(
             task,
             instances,
             sampler,
-            args.samples,
+            samples,
             args.protocol,
             build,
             args.instances_per_call,
@@ -132,19 +163,41 @@ def _run(args: argparse.Namespace) -> int:
         "test_fraction": args.test_fraction,
         "limit": args.limit,
         "samples": args.samples,
+        "samples_per_hypothesis": args.samples_per_hypothesis,
         "protocol": args.protocol,
+        "estimators": {
+            "curve": "prefix RR(n): distinct admissible hypotheses among the first n samples as drawn, over |H_O|",
+            "curve_unbiased": "order-free RR(n): mean over admissible h of 1 - C(N - c_h, n) / C(N, n)",
+            "recovery": "RR@N: recovery after all N samples (both curves agree there)",
+            "pass_at_n": "pass@N of validity: at least one valid sample among the instance's N",
+            "recovery_at_n_admissible": "order-free RR at n = |H_O|, over the instances with N >= |H_O|",
+            "pass_at_k": "pass@k of validity: 1 - C(N - c, k) / C(N, k), c = valid samples",
+            "curve_n": "summary curves cover n = 1..curve_n, the smallest N among the instances",
+        },
         "sampling": {"backend": args.backend, **{k: v for k, v in vars(config).items() if k != "progress"}},
         "models": results,
     }
     (out / "recovery.json").write_text(json.dumps(report, indent=1) + "\n")
     title = f"{task.name} {task.params}: {args.split} split, {len(instances)} instances, {args.protocol}"
     plot_recovery(results, out / "recovery.png", title)
-    print(f"{'model':40s} {'validity':>9s} {'uniqueness':>10s} {'RR@' + str(args.samples):>8s}  95% CI")
+    print_table(results)
+    print(f"wrote {out / 'recovery.json'} and {out / 'recovery.png'}")
+    return 0
+
+
+def _cell(stats: dict[str, Any] | None, width: int) -> str:
+    return f"{stats['mean']:{width}.3f}" if stats else f"{'-':>{width}s}"
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    """One row per model: validity, uniqueness, pass@N of validity, order-free RR@|H_O|, RR@N and its 95% CI."""
+    print(f"{'model':40s} {'validity':>9s} {'uniqueness':>10s} {'pass@N':>7s} {'RR@|H_O|':>9s} {'RR@N':>7s}  95% CI")
     for r in results:
         rr = r["recovery"]
         print(
             f"{r['label'][-40:]:40s} {r['validity']['mean']:9.3f} {r['uniqueness']['mean']:10.3f} "
-            f"{rr['mean']:8.3f}  [{rr['ci_low']:.3f}, {rr['ci_high']:.3f}]"
+            f"{_cell(r['pass_at_n'], 7)} {_cell(r['recovery_at_n_admissible'], 9)} {rr['mean']:7.3f}  "
+            f"[{rr['ci_low']:.3f}, {rr['ci_high']:.3f}]"
         )
-    print(f"wrote {out / 'recovery.json'} and {out / 'recovery.png'}")
-    return 0
+    print("RR@|H_O|: order-free estimate after |H_O| samples; RR@N: after all N samples; pass@N: at least one valid "
+          "among the N samples (N per instance). See --help.")
