@@ -48,11 +48,12 @@ from divrl.core import (
 from divrl.core.archive import AddStatus
 from divrl.core.divergence import LOG_RATIO_CLAMP
 from divrl.task import completion_text
+from divrl.trainers.checkpoint import atomic_save, checkpoint_dir, last_complete_checkpoint
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.cpu_fast import CPUFastLogpsMixin
-from divrl.trainers.flowrl import FlowRLMixin
+from divrl.trainers.flowrl import LOG_Z_FILE, FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
-from divrl.trainers.population import PopulationMixin
+from divrl.trainers.population import POPULATION_STATE_FILE, PopulationMixin
 from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
 
 logger = logging.getLogger(__name__)
@@ -539,14 +540,25 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         return gather_object([self.task.state_dict()])
 
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
-        super()._save_checkpoint(model, trial)
+        # Method state goes in BEFORE transformers writes trainer_state.json and rotates older checkpoints away, so a
+        # kill inside the save never leaves the newest checkpoint without it (see divrl.trainers.checkpoint).
         task_states = self._task_states()  # a collective: every process takes part
         if self.args.should_save:
-            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+            atomic_save({**self.method_state_dict(), "task": task_states},
+                        os.path.join(checkpoint_dir(self, trial), STATE_FILE))
+        super()._save_checkpoint(model, trial)
 
-            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            path = os.path.join(self._get_output_dir(trial=trial), folder, STATE_FILE)
-            torch.save({**self.method_state_dict(), "task": task_states}, path)
+    def method_state_files(self) -> list[str]:
+        """The method state files a checkpoint of this run must hold to be resumed from."""
+        return [STATE_FILE] + ([LOG_Z_FILE] if self.args.flowrl else []) + (
+            [POPULATION_STATE_FILE] if self.args.population else [])
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):  # noqa: D102
+        if resume_from_checkpoint is True:  # the latest COMPLETE checkpoint: skip one whose save was interrupted
+            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir, self.method_state_files())
+            if resume_from_checkpoint is None:
+                raise ValueError(f"No valid checkpoint found in output directory ({self.args.output_dir})")
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
         super()._load_optimizer_and_scheduler(checkpoint)

@@ -470,13 +470,12 @@ class PopulationMixin:
         self._activate_member(saved.active)
 
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
-        super()._save_checkpoint(model, trial)
+        # Before transformers' save, which rotates older checkpoints away last (see divrl.trainers.checkpoint).
         if self.population is not None and self.args.should_save:
-            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+            from divrl.trainers.checkpoint import atomic_save, checkpoint_dir
 
-            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            path = os.path.join(self._get_output_dir(trial=trial), folder, POPULATION_STATE_FILE)
-            torch.save(self.population_state_dict(), path)
+            atomic_save(self.population_state_dict(), os.path.join(checkpoint_dir(self, trial), POPULATION_STATE_FILE))
+        super()._save_checkpoint(model, trial)
 
     def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
         super()._load_optimizer_and_scheduler(checkpoint)
