@@ -17,7 +17,7 @@ from divrl.core import (
     mean_pairwise_cosine_distance,
     outcome_entropy,
     per_token_divergence,
-    perturb_,
+    perturb_relative_,
     policy_sample_divergence_loss,
     project_to_rank,
     select_top,
@@ -173,14 +173,53 @@ def test_rank_projection_error_is_discarded_singular_values():
     assert torch.allclose(2.0 * b @ a, delta, atol=1e-4)
 
 
-def test_perturb_adds_seeded_noise():
-    x, y = torch.zeros(1000), torch.zeros(1000)
-    perturb_([x], 0.1, torch.Generator().manual_seed(0))
-    perturb_([y], 0.1, torch.Generator().manual_seed(0))
-    assert torch.equal(x, y) and float(x.std()) == pytest.approx(0.1, rel=0.1)
-    z = torch.ones(3)
-    perturb_([z], 0.0)
-    assert torch.equal(z, torch.ones(3))
+def test_relative_restart_noise_on_a_tensor_moves_it_by_sigma_times_its_norm():
+    x = torch.randn(50, 20, generator=torch.Generator().manual_seed(1))
+    y, z = x.clone(), x.clone()
+    assert perturb_relative_([y], 0.2, torch.Generator().manual_seed(0)) == [0.2]
+    perturb_relative_([z], 0.2, torch.Generator().manual_seed(0))
+    assert torch.equal(y, z)  # seeded
+    assert float((y - x).norm() / x.norm()) == pytest.approx(0.2, rel=1e-5)
+    scaled = 1e-3 * x  # scale-free: the same relative move at any weight scale
+    before = scaled.clone()
+    perturb_relative_([scaled], 0.2, torch.Generator().manual_seed(0))
+    assert float((scaled - before).norm() / before.norm()) == pytest.approx(0.2, rel=1e-5)
+    zero, ones = torch.zeros(3), torch.ones(3)
+    assert perturb_relative_([zero, ones], 0.0) == [0.0, 0.0]
+    assert perturb_relative_([zero], 0.5) == [0.0] and torch.equal(zero, torch.zeros(3))  # nothing to be relative to
+    with pytest.raises(ValueError, match="sigma"):
+        perturb_relative_([ones], -0.1)
+
+
+def test_relative_restart_keeps_a_gemma_sized_lora_layer_within_sigma_of_the_soup():
+    # Issue 14.1: a Gemma-3-4B MLP projection (2560 -> 10240), r = 16, factors of a soup's size (entries ~1e-3).
+    # Absolute N(0, 0.01^2) on A and B moved dW by ~77x ||dW_soup||; the restart must move it by exactly sigma.
+    generator = torch.Generator().manual_seed(0)
+    rank, scale = 16, 2.0
+    lora_a = 1e-3 * torch.randn(rank, 2560, generator=generator)
+    lora_b = 1e-3 * torch.randn(10240, rank, generator=generator)
+    soup = scale * lora_b @ lora_a
+    for sigma in (0.05, 0.2, 1.0):
+        a, b = lora_a.clone(), lora_b.clone()
+        assert perturb_relative_([(a, b, scale)], sigma, torch.Generator().manual_seed(1)) == [sigma]
+        moved = float(torch.linalg.norm(scale * b @ a - soup) / torch.linalg.norm(soup))
+        assert moved == pytest.approx(sigma, rel=1e-3)
+        assert not torch.equal(a, lora_a) and not torch.equal(b, lora_b)
+
+
+def test_relative_restart_revives_empty_rank_slots_and_leaves_a_fresh_adapter():
+    generator = torch.Generator().manual_seed(0)
+    lora_a, lora_b = torch.randn(4, 12, generator=generator), torch.randn(10, 4, generator=generator)
+    lora_a[3], lora_b[:, 3] = 0.0, 0.0  # a soup of rank 3 in a rank-4 adapter
+    soup = 0.5 * lora_b @ lora_a
+    perturb_relative_([(lora_a, lora_b, 0.5)], 0.1, torch.Generator().manual_seed(2))
+    assert float(torch.linalg.norm(0.5 * lora_b @ lora_a - soup) / torch.linalg.norm(soup)) == pytest.approx(0.1,
+                                                                                                         rel=1e-4)
+    assert lora_a[3].abs().sum() > 0 and lora_b[:, 3].abs().sum() > 0  # the empty slot can learn again
+    fresh_a, fresh_b = torch.randn(4, 12, generator=generator), torch.zeros(10, 4)  # PEFT's init: B = 0, dW = 0
+    kept_a = fresh_a.clone()
+    assert perturb_relative_([(fresh_a, fresh_b, 0.5)], 0.1) == [0.0]
+    assert torch.equal(fresh_a, kept_a) and torch.equal(fresh_b, torch.zeros(10, 4))
 
 
 def test_diversity_metrics():

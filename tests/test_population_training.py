@@ -109,6 +109,35 @@ def test_selection_soups_the_top_members_exactly(tiny_qwen3: Path, tmp_path: Pat
     assert 0 < trainer.population.soup_error < 1
 
 
+def test_restart_keeps_every_member_within_sigma_of_the_soup(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # Issue 14.1: the restart noise is relative to the soup: every member's dW of every layer ends at exactly
+    # population_sigma x ||dW_soup|| from the rank-r soup (the absolute N(0, 0.01^2) on the factors swamped it).
+    trainer = population_trainer(tiny_qwen3, tmp_path, population_size=3, population_top_m=2,
+                                 population_sigma=0.2)
+    model, names = trainer.model, trainer.member_names
+    for _, layer in lora_layers(model, "default"):  # a fresh adapter (dW = 0) starts unperturbed
+        for member in names:
+            assert float(layer.get_delta_weight(member).detach().abs().max()) == 0.0
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name in names:
+            for param in adapter_parameters(model, name):
+                param.copy_(torch.randn(param.shape, generator=generator) * 1e-3)  # soup-sized factors
+    trainer.score_members = lambda: (torch.tensor([0.5, 0.9, 0.6]), torch.tensor([1.0, 2.0, 1.0]))
+    exact = {n: d for n, _, d in soup_deltas(model, ["member_1", "member_2"])}
+
+    trainer.run_selection()
+
+    members = {m: {n: layer.get_delta_weight(m).detach() for n, layer in lora_layers(model, m)} for m in names}
+    for name in exact:
+        u, s, vh = torch.linalg.svd(exact[name])
+        soup = (u[:, :4] * s[:4]) @ vh[:4]
+        for member in names:
+            distance = float(torch.linalg.norm(members[member][name] - soup) / torch.linalg.norm(soup))
+            assert distance == pytest.approx(0.2, rel=1e-3), (name, member)
+    assert not torch.equal(members["member_1"][name], members["member_2"][name])  # each member its own noise
+
+
 def test_scores_are_diversity_times_one_plus_max_reward(tiny_qwen3: Path, tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from divrl.core import mean_pairwise_cosine_distance, select_top, selection_scores
 from divrl.toy.envs import IdeaEnv, make_bandit, make_hypergrid, make_multiplicity_grid
 from divrl.toy.methods import Method
 from divrl.toy.policies import Rollout
@@ -93,12 +94,20 @@ def test_population_step_restarts_members_from_the_soup():
         assert torch.equal(block, block[:1].expand_as(block))  # sigma = 0: every member is the soup
     assert not torch.equal(trainer.params["w3"][0], trainer.params["w3"][4])  # seeds stay separate
     assert not torch.equal(trainer.params["w3"][0], before["w3"][0])
+    # The restart noise is relative (the same divrl.core.perturb_relative_ as the LoRA trainer): every member's
+    # copy of every tensor ends at exactly pop_sigma x the soup tensor's norm from the soup.
     noisy = Trainer(IdeaEnv(), Method.parse("pop"), TrainConfig(steps=1, group_size=4, lr=3e-4, population=4,
-                                                                pop_top=2, pop_sigma=0.01), [0])
+                                                                pop_top=2, pop_sigma=0.2), [0])
     rollout, rewards, _ = noisy.step(0)
+    top = select_top(selection_scores(torch.tensor([mean_pairwise_cosine_distance(rollout.outcomes[m])
+                                                    for m in range(4)]), rewards.max(dim=1).values), 2)
+    soup = {n: p.detach()[top].mean(0) for n, p in noisy.params.items()}
     noisy.population_step(rollout, rewards)
-    spread = (noisy.params["w3"] - noisy.params["w3"].mean(0)).std().item()
-    assert spread == pytest.approx(0.01 * (3 / 4) ** 0.5, rel=0.1)  # soup + N(0, sigma^2) per member
+    for name, param in noisy.params.items():
+        for member in range(4):
+            distance = float((param.detach()[member] - soup[name]).norm() / soup[name].norm())
+            assert distance == pytest.approx(0.2, rel=1e-4), (name, member)
+    assert not torch.equal(noisy.params["w3"][0], noisy.params["w3"][1])
 
 
 def fixed_rollout(outcomes: list[int]) -> Rollout:

@@ -18,7 +18,7 @@ from divrl.core.novelty import NoveltyMemory, hashed_ngram_embedding
 from divrl.core.population import (
     average_state_dicts,
     lora_soup_delta,
-    perturb_,
+    perturb_relative_,
     project_to_rank,
     select_top,
     selection_scores,
@@ -53,7 +53,7 @@ __all__ = [
     "outcome_entropy",
     "per_token_divergence",
     "policy_sample_divergence_loss",
-    "perturb_",
+    "perturb_relative_",
     "project_to_rank",
     "select_top",
     "selection_scores",

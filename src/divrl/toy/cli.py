@@ -71,7 +71,9 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "population": ("--population", int, "pop: members K (default 5)"),
     "pop_interval": ("--pop-interval", int, "pop: steps between soups T (default 10)"),
     "pop_top": ("--pop-top", int, "pop: members averaged M (default 3)"),
-    "pop_sigma": ("--pop-sigma", float, "pop: perturbation std (default 0.01)"),
+    "pop_sigma": ("--pop-sigma", float, "pop: restart noise relative to the soup: each member's tensors move by "
+                  "this fraction of the soup tensor's norm (default 0.2; seed 000's absolute 0.01 is 0.2-0.34 of "
+                  "our MLP's hidden layers)"),
     "flowrl_beta": ("--flowrl-beta", float, "flowrl: reward scale beta_r (default 15, FlowRL's value for LLM "
                     "rewards; on the toys it collapses: see benchmarks/results/toy_flowrl.md)"),
 }

@@ -38,7 +38,7 @@ from divrl.core import (
     mean_pairwise_cosine_distance,
     outcome_entropy,
     per_token_divergence,
-    perturb_,
+    perturb_relative_,
     select_top,
     selection_scores,
     trajectory_balance_loss,
@@ -88,7 +88,7 @@ class TrainConfig:
     population: int = 5
     pop_interval: int = 10
     pop_top: int = 3
-    pop_sigma: float = 0.01
+    pop_sigma: float = 0.2  # relative to the soup (see divrl.core.perturb_relative_)
     # flowrl: reward scale beta_r of the trajectory-balance residual. FlowRL's published 15 is tuned for LLM
     # rewards; on the toys it leaves no interior fixed point (see divrl.toy.fixed_points, benchmarks/toy_flowrl.py).
     flowrl_beta: float = FLOWRL_BETA
@@ -331,7 +331,9 @@ class Trainer:
             soup = average_state_dicts([{n: p[s * k + m] for n, p in self.trainable.items()} for m in top])
             for name, param in self.trainable.items():
                 param[s * k : (s + 1) * k] = soup[name]
-            perturb_([param[s * k : (s + 1) * k] for param in self.trainable.values()], cfg.pop_sigma, generator)
+            # Each member's copy of each tensor moves by exactly pop_sigma x the soup tensor's norm.
+            perturb_relative_([param[s * k + m] for m in range(k) for param in self.trainable.values()],
+                              cfg.pop_sigma, generator)
 
     def step(self, step: int) -> tuple[Rollout, torch.Tensor, torch.Tensor | None]:
         """One sample-score-update iteration; returns the batch, its rewards and the pre-update distribution."""

@@ -6,7 +6,8 @@ Every member trains `population_interval` (T) optimizer steps between two select
 samples completions for the held prompts, gets the score S_k = d_k (1 + max reward), the top M are souped
 exactly in delta-W space (`divrl.core.lora_soup_delta`), projected back to the adapters' rank
 (`divrl.core.project_to_rank`, truncation error logged as `population/soup_error`), and all K restart from
-the soup plus N(0, sigma_p^2) noise on their LoRA factors.
+the soup plus noise relative to it (`divrl.core.perturb_relative_`): Gaussian noise on each member's LoRA
+factors, scaled so that every layer's dW moves by exactly population_sigma x the soup's ||dW||_F.
 
 Design decisions:
 - The optimizer holds every member's LoRA parameters (PEFT's `set_adapter` would leave only the active
@@ -15,14 +16,20 @@ Design decisions:
   per parameter, hence per member.
 - After a soup the optimizer state of every member is reset: the soup's factors live in new coordinates
   (an SVD of the souped delta), so the old moments no longer describe them.
-- The initial population is K copies of the initial adapter ("default") plus the same noise.
+- Restart noise is relative, not seed 000's absolute sigma_p = 0.01 per weight: LoRA factors straight out of
+  the rank projection have entries ~1e-3, so an absolute 0.01 replaced the soup by a random dW tens of times
+  its size. Relative noise keeps each member at distance population_sigma ||dW_soup|| from the soup.
+- The initial population is K copies of the initial adapter ("default") plus the same relative noise: a
+  fresh adapter (B = 0) has dW = 0 and stays unperturbed, so members start equal and diverge through
+  their own batches and samples; an adapter passed in already trained is perturbed around its dW.
 - Scores use the task reward only (TRL's reward columns, before any IPS/QD/novelty shaping, and without
   touching archives or memories); d_k is the mean pairwise cosine distance of hashed character n-gram
   embeddings of a prompt's completions, averaged over the held prompts.
 - Each member keeps its own `DiversityState` (archive, novelty memory, entropy coefficient), swapped in
   with the member; after a soup they are kept (they describe what was explored, not the weights).
-- Rank slots the soup leaves empty (a soup of rank < r, or population_soup_rank < r) restart at zero in
-  both factors, so only the noise (sigma_p > 0) lets them learn again.
+- Rank slots the soup leaves empty (a soup of rank < r, or population_soup_rank < r) are zero in both
+  factors after the projection; the restart noise gives them small non-zero factors (sigma > 0), so they
+  can learn again.
 - Under DDP the members not being trained are unused parameters: `ddp_find_unused_parameters` defaults
   to True (False is refused).
 """
@@ -42,7 +49,13 @@ from transformers import TrainerCallback
 
 from divrl.core.metrics import mean_pairwise_cosine_distance
 from divrl.core.novelty import hashed_ngram_embedding
-from divrl.core.population import lora_soup_delta, perturb_, project_to_rank, select_top, selection_scores
+from divrl.core.population import (
+    lora_soup_delta,
+    perturb_relative_,
+    project_to_rank,
+    select_top,
+    selection_scores,
+)
 from divrl.task import completion_text
 from divrl.trainers._fields import _help
 
@@ -69,9 +82,12 @@ class PopulationConfig:
     population_interval: int = field(default=10, metadata=_help(
         "T: optimizer steps EACH member trains between two selections (seed 000: T = 10 epochs of its "
         "parallel policies), so a selection happens every K * T trainer steps. Default 10."))
-    population_sigma: float = field(default=0.01, metadata=_help(
-        "Standard deviation sigma_p of the Gaussian noise added to every member's LoRA factors after a soup "
-        "and at the start (seed 000: sigma_p = 0.01). Default 0.01."))
+    population_sigma: float = field(default=0.2, metadata=_help(
+        "Restart noise relative to the soup: after a soup (and at the start) each member's LoRA factors get "
+        "Gaussian noise scaled so that every layer's dW moves by exactly this fraction of the soup's ||dW||_F "
+        "(a fresh adapter, dW = 0, is left as it is). Seed 000 adds an absolute sigma_p = 0.01 to a small MLP's "
+        "weights, 0.2-0.34 of its hidden layers' RMS weight; an absolute 0.01 on LoRA factors (entries ~1e-3) "
+        "would swamp the soup. divrl's choice, the low end of that range. Default 0.2."))
     population_soup_rank: int | None = field(default=None, metadata=_help(
         "Rank r of the souped adapter (the exact soup has rank up to M x LoRA rank; seed 000 averages full "
         "weights and has no r). At most the LoRA rank; unused rank slots restart at zero (plus noise). "
@@ -339,9 +355,12 @@ class PopulationMixin:
         return (self.state.global_step // self._steps_per_turn) % self.population.size
 
     def _perturb_members(self) -> None:
-        """Add N(0, sigma_p^2) to every member's factors; the noise depends only on (seed, selection count)."""
+        """Move every member's dW, layer by layer, by population_sigma x the layer's ||dW|| (noise on its factors;
+        a zero dW stays); the noise depends only on (seed, selection count)."""
         generator = torch.Generator().manual_seed(self.args.seed * 1_000_003 + self.population.soups)
-        perturb_(self.member_parameters(), self.args.population_sigma, generator)
+        blocks = [(layer.lora_A[name].weight, layer.lora_B[name].weight, layer.scaling[name])
+                  for name in self.member_names for _, layer in lora_layers(self.model, name)]
+        perturb_relative_(blocks, self.args.population_sigma, generator)
 
     # ------------------------------------------------------------------------------ TRL hooks
     def create_optimizer(self, *args: Any, **kwargs: Any):  # noqa: D102 (Trainer hook)
