@@ -8,7 +8,13 @@ from fractions import Fraction
 
 import pytest
 
-from divrl.core.estimators import expected_coverage_curve, hit_probability, hit_probability_curve, pass_at_k
+from divrl.core.estimators import (
+    expected_coverage_curve,
+    hit_probability,
+    hit_probability_curve,
+    mean_pass_at_k_curve,
+    pass_at_k,
+)
 
 
 def _brute_hit(samples: int, hits: int, draws: int) -> Fraction:
@@ -93,3 +99,15 @@ def test_expected_coverage_errors() -> None:
         expected_coverage_curve([], {"a"})
     with pytest.raises(ValueError, match="cannot estimate n = 3 from 2 samples"):
         expected_coverage_curve(["a", "b"], {"a"}, up_to=3)
+
+
+def test_mean_pass_at_k_over_groups() -> None:
+    groups = [(4, 1), (3, 0), (5, 5)]
+    assert mean_pass_at_k_curve(groups) == pytest.approx(
+        [(0.25 + 0 + 1) / 3, (0.5 + 0 + 1) / 3, (0.75 + 0 + 1) / 3]  # up to the smallest group, 3
+    )
+    assert mean_pass_at_k_curve(groups, up_to=1) == pytest.approx([1.25 / 3])
+    with pytest.raises(ValueError, match="cannot estimate n = 4 from 3 samples"):
+        mean_pass_at_k_curve(groups, up_to=4)
+    with pytest.raises(ValueError, match="at least one group"):
+        mean_pass_at_k_curve([])

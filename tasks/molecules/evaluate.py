@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from divrl.core.estimators import mean_pass_at_k_curve
 from divrl.sampling import Sampler
 from divrl.tasks.molecules.chem import extract_smiles
 from divrl.tasks.molecules.data import build_rows, reference_smiles
@@ -78,6 +79,16 @@ def evaluate_molecules(
     )
     copied = sum(s is not None and s in row["few_shot"] for s, (row, _) in zip(smiles, order, strict=True))
     metrics["few_shot_copy_fraction"] = copied / samples
+    # pass@k of "valid and reward > tau" per prompt (the unbiased estimator of divrl.core.estimators; samples of
+    # one prompt are its group), averaged over prompts, for k = 1..the fewest samples a prompt got.
+    prompt_of = [i for j in range(per_prompt + 1) for i, out in enumerate(outputs) if j < len(out)]
+    metrics["pass_at_k"] = {
+        str(tau): mean_pass_at_k_curve([
+            (len(out), sum(smiles[s] is not None and scores[s] > tau for s, p in enumerate(prompt_of) if p == i))
+            for i, out in enumerate(outputs)
+        ])
+        for tau in taus
+    }
     metrics["config"] = {
         "style": style,
         "prompts": len(rows),

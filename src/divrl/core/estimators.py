@@ -62,6 +62,18 @@ def pass_at_k(samples: int, correct: int, k: int) -> float:
     return hit_probability(samples, correct, k)
 
 
+def mean_pass_at_k_curve(groups: Sequence[tuple[int, int]], up_to: int | None = None) -> list[float]:
+    """pass@k for k = 1..up_to, averaged over groups of (samples, correct) (e.g. one group per prompt).
+
+    `up_to` defaults to the smallest group's sample count (pass@k needs k <= N in every group).
+    """
+    if not groups:
+        raise ValueError("pass@k needs at least one group of samples")
+    up_to = min(samples for samples, _ in groups) if up_to is None else up_to
+    curves = [hit_probability_curve(samples, correct, up_to) for samples, correct in groups]
+    return [sum(values) / len(curves) for values in zip(*curves, strict=True)]
+
+
 def expected_coverage_curve(
     keys: Sequence[Hashable | None], targets: Collection[Hashable], up_to: int | None = None
 ) -> list[float]:
