@@ -548,9 +548,17 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
                         os.path.join(checkpoint_dir(self, trial), STATE_FILE))
         super()._save_checkpoint(model, trial)
 
+    def keeps_method_state(self) -> bool:
+        """Whether an enabled method (or the task) has state that a checkpoint's divrl_state.pt must restore:
+        archives, novelty memory, entropy coefficient, rehearsal cursor, task state. IPS, length bins and the
+        divergences keep none, so such a run may resume from a plain GRPOTrainer checkpoint."""
+        args = self.args
+        return bool(args.qd or args.novelty_enabled or args.maxent_entropy_enabled or self.rehearsal is not None
+                    or (self.task is not None and hasattr(self.task, "load_state_dict")))
+
     def method_state_files(self) -> list[str]:
         """The method state files a checkpoint of this run must hold to be resumed from."""
-        return [STATE_FILE] + ([LOG_Z_FILE] if self.args.flowrl else []) + (
+        return ([STATE_FILE] if self.keeps_method_state() else []) + ([LOG_Z_FILE] if self.args.flowrl else []) + (
             [POPULATION_STATE_FILE] if self.args.population else [])
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):  # noqa: D102
@@ -565,6 +573,11 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
         if checkpoint is None:
             return
         path = os.path.join(checkpoint, STATE_FILE)
+        if not os.path.exists(path) and not self.keeps_method_state():
+            logger.warning("resume_from_checkpoint: %s has no %s (a GRPOTrainer checkpoint?); the enabled methods "
+                           "keep no state, so training resumes from its model, optimizer and trainer state",
+                           checkpoint, STATE_FILE)
+            return
         if not os.path.exists(path):
             raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {STATE_FILE}; it was not written by a "
                              "divrl trainer, so the method state (archive, novelty memory, ...) cannot be restored")

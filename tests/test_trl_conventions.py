@@ -1,0 +1,59 @@
+"""TRL conventions hold when GRPOTrainer is swapped for DivRLTrainer: a GRPOConfig is accepted, a GRPOTrainer
+checkpoint resumes when no enabled method has state to restore, model cards name the method that ran."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from trainer_helpers import ToyTask, base_settings, lora_config, make_config, prompt_dataset
+
+COMPLETIONS = ["abc e", "bcd", "xyz", "aeiou"]
+
+
+def _train(trainer_cls, model: Path, args, resume: str | None = None, **kwargs):
+    from transformers import AutoTokenizer
+
+    from divrl.testing import scripted_generation
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    trainer = trainer_cls(str(model), args=args, train_dataset=prompt_dataset(), processing_class=tokenizer,
+                          peft_config=lora_config(), **kwargs)
+    with scripted_generation(tokenizer, lambda prompt, row: COMPLETIONS[row % 4]):
+        trainer.train(resume_from_checkpoint=resume)
+    return trainer
+
+
+@pytest.fixture(scope="module")
+def grpo_checkpoint(tiny_qwen3: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """checkpoint-2 of a plain TRL GRPOTrainer run (no divrl_state.pt)."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    out = tmp_path_factory.mktemp("grpo")
+    args = GRPOConfig(**base_settings(out, save_strategy="steps", save_steps=2))
+    _train(GRPOTrainer, tiny_qwen3, args, reward_funcs=ToyTask().reward_funcs())
+    checkpoint = out / "checkpoint-2"
+    assert not (checkpoint / "divrl_state.pt").exists()
+    return checkpoint
+
+
+def test_resume_from_a_grpo_trainer_checkpoint_without_method_state(
+        tiny_qwen3: Path, tmp_path: Path, grpo_checkpoint: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from divrl import DivRLTrainer
+
+    args = make_config(tmp_path / "ips", max_steps=3, ips=True, length_bins=2, divergence="forward_kl")
+    with caplog.at_level(logging.WARNING, logger="divrl.trainers.divrl_trainer"):
+        trainer = _train(DivRLTrainer, tiny_qwen3, args, resume=str(grpo_checkpoint), task=ToyTask())
+    assert trainer.state.global_step == 3
+    notes = [r.getMessage() for r in caplog.records if "divrl_state.pt" in r.getMessage()]
+    assert len(notes) == 1 and str(grpo_checkpoint) in notes[0] and "\n" not in notes[0]
+
+
+def test_resume_from_a_grpo_trainer_checkpoint_refused_when_a_method_has_state(
+        tiny_qwen3: Path, tmp_path: Path, grpo_checkpoint: Path) -> None:
+    from divrl import DivRLTrainer
+
+    args = make_config(tmp_path / "qd", max_steps=3, qd=True)
+    with pytest.raises(ValueError, match="has no divrl_state.pt"):
+        _train(DivRLTrainer, tiny_qwen3, args, resume=str(grpo_checkpoint), task=ToyTask())
