@@ -46,7 +46,43 @@ def test_length_bins_split_each_group_by_rank():
     lengths = torch.tensor([50.0, 10, 40, 20, 30, 60, 5, 5, 5, 5, 5, 5])
     bins = length_bins(lengths, 6, 3)
     assert bins[:6].tolist() == [2, 0, 1, 0, 1, 2]
-    assert sorted(bins[6:].tolist()) == [0, 0, 1, 1, 2, 2]  # ties split deterministically by position
+    assert len(set(bins[6:].tolist())) == 1  # equal lengths share a bin
+
+
+def test_equal_lengths_share_a_bin_whatever_their_order():
+    # Issue 14.2: seed 000 bins by complexity percentile, so equal lengths are one bin, never split by position.
+    lengths = torch.tensor([3.0, 7, 7, 1, 7, 3, 9, 7])
+    bins = length_bins(lengths, 8, 3)
+    for value in (3.0, 7.0):
+        assert len(set(bins[lengths == value].tolist())) == 1
+    assert bins.tolist() == [0, 1, 1, 0, 1, 0, 2, 1]  # mid-ranks 1.5, 4.5 (x4), 0, 1.5, 7 of 0..7
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(20):  # any order: the same bins, permuted with the items
+        order = torch.randperm(8, generator=generator)
+        assert torch.equal(length_bins(lengths[order], 8, 3), bins[order])
+
+
+def test_all_lengths_at_the_cap_is_one_bin_not_position_noise():
+    # Issue 14.2: with every completion at the length cap, rewards [1,1,1,0,0,0,0,0] gave all-zero advantages
+    # (each position bin was constant) and a reordering of them gave noise. One bin = group normalisation.
+    rewards = torch.tensor([1.0, 1, 1, 0, 0, 0, 0, 0])
+    capped = torch.full((8,), 512.0)
+    adv = length_conditional_advantages(rewards, capped, 8, num_bins=3)
+    assert torch.allclose(adv, group_advantages(rewards, 8))
+    assert (adv[:3] > 0).all() and (adv[3:] < 0).all()
+    order = torch.tensor([3, 0, 4, 5, 1, 6, 2, 7])
+    assert torch.allclose(length_conditional_advantages(rewards[order], capped, 8, num_bins=3), adv[order])
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_length_conditional_advantages_do_not_depend_on_the_order_within_a_group(scale):
+    generator = torch.Generator().manual_seed(1)
+    rewards = torch.rand(16, generator=generator)
+    lengths = torch.randint(1, 4, (16,), generator=generator).float()  # many ties
+    adv = length_conditional_advantages(rewards, lengths, 8, num_bins=3, scale=scale)
+    order = torch.cat([torch.randperm(8, generator=generator), 8 + torch.randperm(8, generator=generator)])
+    assert torch.allclose(length_conditional_advantages(rewards[order], lengths[order], 8, 3, scale=scale),
+                          adv[order], atol=1e-6)
 
 
 def test_length_conditional_advantages_normalise_within_bins():

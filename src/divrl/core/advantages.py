@@ -35,19 +35,24 @@ def group_advantages(
 
 
 def length_bins(lengths: torch.Tensor | Sequence[float], group_size: int, num_bins: int) -> torch.Tensor:
-    """Bin index in [0, num_bins) of each item by its length percentile (rank) inside its group.
+    """Bin index in [0, num_bins) of each item by its length percentile inside its group (seed 000: "bins by
+    complexity percentile").
 
-    Ranks (ties broken by position) split each group into `num_bins` near-equal bins, so every bin of a
-    group of size G >= num_bins holds floor or ceil of G / num_bins items, whatever the length spread.
+    The percentile is the mid-rank, (items shorter + (items of equal length - 1) / 2) / group_size, so equal
+    lengths always share a bin (a bin is a set of lengths, never a set of positions) and the bins do not
+    depend on the order of the group. Without ties the L bins hold floor or ceil of G / L items each; ties
+    make bins uneven, and a group whose lengths are all equal (e.g. every completion at the length cap) is
+    one bin, i.e. plain group normalisation.
     """
     lengths = as_float_tensor(lengths, "lengths")
     num_groups = check_groups(lengths.numel(), group_size)
     if num_bins < 1:
         raise ValueError(f"num_bins must be >= 1, got {num_bins}")
     grouped = lengths.view(num_groups, group_size)
-    # Stable sort gives a deterministic rank even among equal lengths.
-    ranks = torch.argsort(torch.argsort(grouped, dim=1, stable=True), dim=1)
-    return (ranks * num_bins // group_size).reshape(-1)
+    shorter = (grouped[:, None, :] < grouped[:, :, None]).sum(dim=2)  # (groups, G): items shorter than item i
+    equal = (grouped[:, None, :] == grouped[:, :, None]).sum(dim=2)  # including item i itself
+    twice_mid_rank = 2 * shorter + equal - 1  # integer arithmetic: exact bin edges
+    return (twice_mid_rank * num_bins // (2 * group_size)).reshape(-1)
 
 
 def length_conditional_advantages(
