@@ -73,15 +73,6 @@ def test_missing_task_hook_names_the_field(overrides: dict[str, Any], task: Any,
         DivRLTrainer(str(tiny_qwen3), distinct_chars_reward, args=make_config(tmp_path, **overrides), task=task)
 
 
-def test_plain_grpo_config_is_refused(tiny_qwen3: Path, tmp_path: Path) -> None:
-    from trl import GRPOConfig
-
-    from divrl import DivRLTrainer
-
-    with pytest.raises(TypeError, match="needs a divrl.DivRLConfig"):
-        DivRLTrainer(str(tiny_qwen3), distinct_chars_reward, args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True))
-
-
 def test_ips_without_outcome_hook_warns_and_uses_text(tiny_qwen3: Path, tmp_path: Path, caplog) -> None:
     from divrl.trainers.hooks import normalized_text_key, resolve_task_hooks
 

@@ -57,3 +57,29 @@ def test_resume_from_a_grpo_trainer_checkpoint_refused_when_a_method_has_state(
     args = make_config(tmp_path / "qd", max_steps=3, qd=True)
     with pytest.raises(ValueError, match="has no divrl_state.pt"):
         _train(DivRLTrainer, tiny_qwen3, args, resume=str(grpo_checkpoint), task=ToyTask())
+
+
+def test_a_grpo_config_is_accepted_with_every_method_off(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from trl import GRPOConfig
+
+    from divrl import DivRLConfig, DivRLTrainer, IPSGRPOTrainer
+
+    grpo_args = GRPOConfig(**base_settings(tmp_path, max_steps=1, gradient_accumulation_steps=2, beta=0.1))
+    trainer = _train(DivRLTrainer, tiny_qwen3, grpo_args, task=ToyTask())
+    assert trainer.state.global_step == 1
+    assert isinstance(trainer.args, DivRLConfig) and type(grpo_args) is GRPOConfig  # the caller's object is kept
+    defaults = DivRLConfig(**base_settings(tmp_path / "defaults"))
+    divrl_only = {f for f in DivRLConfig.__dataclass_fields__} - set(GRPOConfig.__dataclass_fields__)
+    assert divrl_only and all(getattr(trainer.args, f) == getattr(defaults, f) for f in divrl_only)
+    for name in GRPOConfig.__dataclass_fields__:  # TRL's derived values are kept, not recomputed
+        assert getattr(trainer.args, name) == getattr(grpo_args, name), name
+    assert not (trainer.args.ips or trainer.args.qd or trainer.args.population or trainer.args.flowrl)
+
+    preset = IPSGRPOTrainer(str(tiny_qwen3), args=grpo_args, train_dataset=prompt_dataset(),
+                            peft_config=lora_config(), task=ToyTask(),
+                            processing_class=trainer.processing_class)
+    assert preset.args.ips and not grpo_args.__dict__.get("ips")
+    with pytest.raises(TypeError, match="GRPOConfig"):
+        from transformers import TrainingArguments
+
+        DivRLTrainer(str(tiny_qwen3), args=TrainingArguments(output_dir=str(tmp_path / "ta")), task=ToyTask())

@@ -22,13 +22,13 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from accelerate.utils import gather, gather_object, is_peft_model
-from trl import GRPOTrainer
+from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import use_adapter
 
@@ -172,14 +172,17 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
 
     # ----------------------------------------------------------------------------------------- setup
     def _prepare_args(self, model: Any, args: DivRLConfig | None) -> DivRLConfig:
-        """Default config when none is given; apply this class's preset; refuse a plain GRPOConfig."""
+        """Default config when none is given; a GRPOConfig becomes a DivRLConfig (every method off); apply this
+        class's preset."""
         if args is None:
             name = model if isinstance(model, str) else getattr(model.config, "_name_or_path", "model")
             args = DivRLConfig(output_dir=f"{Path(str(name)).name or 'model'}-DivRL")
+        if isinstance(args, GRPOConfig) and not isinstance(args, DivRLConfig):
+            args = _divrl_config_from(args)
         if not isinstance(args, DivRLConfig):
             raise TypeError(
-                f"{type(self).__name__} needs a divrl.DivRLConfig (a GRPOConfig subclass with the diversity fields), "
-                f"got {type(args).__name__}"
+                f"{type(self).__name__} needs a trl.GRPOConfig or a divrl.DivRLConfig (a GRPOConfig subclass with the "
+                f"diversity fields), got {type(args).__name__}"
             )
         for name, value in self.preset.items():
             if getattr(args, name) == _CONFIG_DEFAULTS[name]:
@@ -598,6 +601,18 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
             raise ValueError(f"resume_from_checkpoint: {checkpoint!r} holds the task state of {len(task_states)} "
                              f"process(es), this run has {self.accelerator.num_processes}: resume with as many")
         self.task.load_state_dict(task_states[self.accelerator.process_index])
+
+
+def _divrl_config_from(args: GRPOConfig) -> DivRLConfig:
+    """A DivRLConfig holding `args`' values as they are (TRL's derived values kept, __post_init__ not rerun) and
+    every divrl field at its default; `args` itself is left untouched."""
+    converted = copy.copy(args)
+    converted.__class__ = DivRLConfig
+    for spec in fields(DivRLConfig):
+        if spec.name not in args.__dataclass_fields__:
+            factory = spec.default_factory
+            setattr(converted, spec.name, spec.default if factory is MISSING else factory())
+    return converted
 
 
 def _prompt_key(prompt: str | Sequence[dict[str, Any]]) -> str:
