@@ -3,7 +3,8 @@
 Only `reward_funcs` is required. The optional hooks unlock methods: `outcome_key` for IPS,
 `behavior` (with `behavior_dims`) for QD archives, `embed` for kNN novelty. Hooks receive the
 completion as plain text plus the dataset row's columns as keyword arguments, must accept ANY string
-(model output is untrusted) and return `None` for output they cannot read.
+(model output is untrusted) and return `None` for output they cannot read. An optional `stop_strings`
+attribute (a tuple of strings) ends training completions there, as EOS does (`DivRLConfig.stop_strings`).
 """
 
 from __future__ import annotations

@@ -210,6 +210,8 @@ class HypoSpaceTask(ABC):
 
     domain: ClassVar[str]
     answer_label: ClassVar[str]
+    # Training generation stops here (DivRLConfig.stop_strings): the END line closing every worked example.
+    stop_strings: ClassVar[tuple[str, ...]] = (f"\n{END_MARKER}",)
     behavior_dims: ClassVar[int]
     behavior_names: ClassVar[tuple[str, ...]]
 

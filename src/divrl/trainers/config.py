@@ -111,6 +111,13 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "Rehearsal completions per micro-batch and process (one extra policy forward over them per step; "
         "divrl choice). Default 4."))
 
+    # --- Where a completion ends (divrl) ---
+    stop_strings: list[str] | None = field(default=None, metadata=_help(
+        "Strings that end a completion, as EOS does: generation stops at the first one (transformers "
+        "`stop_strings`, vLLM `stop`), the tokens after it are masked out of the loss, and the reward functions "
+        "read the text up to and including it. None = the task's `stop_strings` (HypoSpace: the END line that "
+        "closes each worked example of its base prompts); [] = none. divrl choice. Default None."))
+
     def __post_init__(self) -> None:
         super().__post_init__()
         self.validate()
@@ -158,6 +165,8 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
             _check(self.multi_objective_aggregation == "sum_then_normalize", "multi_objective_aggregation",
                    "must be 'sum_then_normalize' with qd / novelty_coef: 'normalize_then_sum' would normalise the "
                    "bonus column on its own, so qd_beta_new / qd_beta_imp / novelty_coef would lose their scale")
+        _check(self.stop_strings is None or all(isinstance(s, str) and s for s in self.stop_strings),
+               "stop_strings", f"must be a list of non-empty strings, got {self.stop_strings!r}")
         _check(self.divergence_coef >= 0, "divergence_coef", f"must be >= 0, got {self.divergence_coef}")
         _check(self.divergence_rehearsal_batch_size >= 1, "divergence_rehearsal_batch_size",
                f"must be >= 1, got {self.divergence_rehearsal_batch_size}")

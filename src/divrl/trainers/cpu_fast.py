@@ -25,8 +25,10 @@ which draws one exponential variate per vocabulary entry).
 
 from __future__ import annotations
 
+import copy
 import functools
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -181,10 +183,94 @@ def _recomputed_grads(
     return grad_hidden, grad_weight
 
 
-def add_sampled_token_head(causal_lm: Any, temperature: float) -> None:
+Undo = Callable[[], None]
+
+
+def patch_attribute(obj: Any, name: str, value: Any, marker: str, marker_value: Any = True) -> Undo:
+    """Set the instance attribute `name` (and `marker`) of `obj`; the returned callable puts back what was there."""
+    saved = {key: obj.__dict__[key] for key in (name, marker) if key in obj.__dict__}
+
+    def undo() -> None:
+        for key in (name, marker):
+            if key in saved:
+                setattr(obj, key, saved[key])
+            elif key in obj.__dict__:
+                delattr(obj, key)
+
+    setattr(obj, name, value)
+    setattr(obj, marker, marker_value)
+    return undo
+
+
+def _prompt_sharing_allowed(backbone: torch.nn.Module) -> bool:
+    """Whether computing a shared prompt once keeps the loss exact: no active dropout (one mask per prompt instead
+    of one per row would change the loss's noise) and no activation checkpointing (its recomputation would
+    update the prompt's KV cache a second time)."""
+    return not any(
+        getattr(m, "gradient_checkpointing", False) or (isinstance(m, torch.nn.Dropout) and m.training and m.p > 0)
+        for m in backbone.modules()
+    )
+
+
+def _first_rows(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """For the rows of `keys` (B, ...): the index of each distinct row's first occurrence and, per row, which
+    distinct row it is (`rows = first[inverse]`); None when every row is distinct."""
+    unique, inverse = torch.unique(keys.flatten(1), dim=0, return_inverse=True)
+    if unique.shape[0] == keys.shape[0]:
+        return None
+    positions = torch.arange(keys.shape[0], device=keys.device)
+    first = torch.full((unique.shape[0],), keys.shape[0], dtype=torch.long, device=keys.device)
+    first = first.scatter_reduce(0, inverse, positions, reduce="amin")
+    return first, inverse
+
+
+def _expandable_cache(cache: Any) -> bool:
+    """A cache whose rows can be re-indexed exactly (transformers' dynamic full / sliding-window layers)."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+
+    return type(cache) is DynamicCache and all(
+        type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) for layer in cache.layers
+    )
+
+
+def shared_prompt_hidden_states(
+    backbone: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int
+) -> torch.Tensor | None:
+    """Last hidden states of positions -logits_to_keep-1 .. -1, computing each distinct prompt once.
+
+    The rows of a GRPO batch share their prompt G at a time. The prompt part (all but the last `logits_to_keep`
+    tokens) of each distinct row runs once with a KV cache, the cache is indexed out to every row (index_select,
+    so gradients from all the group's completions flow back into the one prompt pass) and the completions run on
+    it. Positions, masks and attention are those of the full-sequence forward, so the result equals it up to float
+    summation order. None (the caller runs the full forward) when no prompt repeats or the cache cannot be
+    re-indexed exactly."""
+    prompt_length = input_ids.shape[1] - logits_to_keep
+    if prompt_length < 1:
+        return None
+    rows = _first_rows(torch.cat([input_ids[:, :prompt_length], attention_mask[:, :prompt_length]], dim=1))
+    if rows is None:
+        return None
+    first, inverse = rows
+    prompt = backbone(
+        input_ids=input_ids[first, :prompt_length], attention_mask=attention_mask[first, :prompt_length], use_cache=True
+    )
+    cache = prompt.past_key_values
+    if not _expandable_cache(cache):
+        return None
+    cache.reorder_cache(inverse)
+    completion = backbone(
+        input_ids=input_ids[:, prompt_length:], attention_mask=attention_mask, past_key_values=cache, use_cache=True
+    )
+    return torch.cat([prompt.last_hidden_state[inverse, -1:], completion.last_hidden_state], dim=1)
+
+
+def add_sampled_token_head(causal_lm: Any, temperature: float) -> Undo:
     """Patch `causal_lm.forward`: with `divrl_sampled_logps=(logits_to_keep, compute_entropy, entropy_needs_grad)`
     it returns `(logps, entropy or None)` of the last `logits_to_keep` tokens, shape (B, logits_to_keep), zero
-    where the attention mask is 0 (as TRL's fused head); without it, the previous forward runs unchanged."""
+    where the attention mask is 0 (as TRL's fused head); without it, the previous forward runs unchanged.
+
+    Rows that share their prompt compute it once (`shared_prompt_hidden_states`) unless a dropout is active, which
+    would then draw one mask per prompt instead of one per row."""
     previous_forward = causal_lm.forward
     softcap = getattr(causal_lm.config.get_text_config(), "final_logit_softcapping", None)
 
@@ -195,10 +281,16 @@ def add_sampled_token_head(causal_lm: Any, temperature: float) -> None:
         logits_to_keep, compute_entropy, entropy_needs_grad = divrl_sampled_logps
         input_ids, attention_mask = kwargs["input_ids"], kwargs["attention_mask"]
         # The backbone is looked up on each call: PEFT and FSDP replace modules after patching.
-        hidden = self.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        backbone = self.base_model
+        hidden = None
+        if _prompt_sharing_allowed(backbone):
+            hidden = shared_prompt_hidden_states(backbone, input_ids, attention_mask, logits_to_keep)
+        if hidden is None:
+            hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+            hidden = hidden[:, -logits_to_keep - 1 :]
         mask = attention_mask[:, -logits_to_keep:].bool()
         logps, entropy = SampledTokenLogProb.apply(
-            hidden[:, -logits_to_keep - 1 : -1][mask],
+            hidden[:, :-1][mask],
             self.get_output_embeddings().weight,
             input_ids[:, -logits_to_keep:][mask],
             1.0 / temperature,
@@ -210,16 +302,15 @@ def add_sampled_token_head(causal_lm: Any, temperature: float) -> None:
         logps = logps.new_zeros(mask.shape).masked_scatter(mask, logps)
         return logps, None if entropy is None else entropy.new_zeros(mask.shape).masked_scatter(mask, entropy)
 
-    causal_lm.forward = types.MethodType(forward, causal_lm)
-    setattr(causal_lm, _PATCHED_MARKER, temperature)
+    return patch_attribute(causal_lm, "forward", types.MethodType(forward, causal_lm), _PATCHED_MARKER, temperature)
 
 
-def add_decode_lm_head(causal_lm: Any) -> None:
+def add_decode_lm_head(causal_lm: Any) -> Undo:
     """Patch the LM head's forward so few-row inputs (decoding: one position per sequence) compute `W @ x.T`,
     the faster BLAS layout for a tall vocabulary matrix; same logits up to float summation order."""
     head = causal_lm.get_output_embeddings()
     if getattr(head, _DECODE_HEAD_MARKER, False) or head.bias is not None:
-        return
+        return lambda: None
     previous_forward = head.forward
 
     def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
@@ -228,8 +319,7 @@ def add_decode_lm_head(causal_lm: Any) -> None:
             return previous_forward(x)
         return (self.weight @ rows.T).T.reshape(*x.shape[:-1], self.weight.shape[0])
 
-    head.forward = types.MethodType(forward, head)
-    setattr(head, _DECODE_HEAD_MARKER, True)
+    return patch_attribute(head, "forward", types.MethodType(forward, head), _DECODE_HEAD_MARKER)
 
 
 def sample_categorical(probs: torch.Tensor) -> torch.Tensor:
@@ -268,7 +358,7 @@ def cpu_sample(
     pad_token = generation_config._pad_token_tensor
     stops_at_eos = any(hasattr(criterion, "eos_token_id") for criterion in stopping_criteria)
     unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-    outputs = model._prefill(input_ids, generation_config, model_kwargs)
+    outputs = _prefill_distinct_rows(model, input_ids, generation_config, model_kwargs)
     while True:
         model_kwargs = model._update_model_kwargs_for_generation(outputs, model_kwargs)
         logits = outputs.logits[:, -1].to(copy=True, dtype=torch.float32)
@@ -286,20 +376,77 @@ def cpu_sample(
         outputs = model(**model_inputs, return_dict=True)
 
 
-def add_decode_sampler(causal_lm: Any) -> None:
-    """Make `causal_lm.generate` sample with `cpu_sample` unless a `custom_generate` is given."""
+def _prefill_distinct_rows(model: Any, input_ids: torch.Tensor, generation_config: Any, model_kwargs: dict) -> Any:
+    """`model._prefill`, running each distinct prompt row once and indexing its KV cache and logits out to the
+    row's copies (`num_return_sequences` and GRPO groups repeat every prompt n times): the same outputs for n times
+    fewer prefill FLOPs. Falls back to the plain prefill when no row repeats or the cache cannot be re-indexed."""
+    mask = model_kwargs.get("attention_mask")
+    cache = model_kwargs.get("past_key_values")
+    rows = None
+    if model_kwargs.get("inputs_embeds") is None and _expandable_cache(cache) and cache.get_seq_length() == 0:
+        rows = _first_rows(input_ids if mask is None else torch.cat([input_ids, mask], dim=1))
+    if rows is None:
+        return model._prefill(input_ids, generation_config, model_kwargs)
+    first, inverse = rows
+    batch = input_ids.shape[0]
+    distinct_kwargs = {
+        key: value[first] if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[0] == batch else value
+        for key, value in model_kwargs.items()
+    }
+    outputs = model._prefill(input_ids[first], generation_config, distinct_kwargs)
+    cache.reorder_cache(inverse)
+    outputs.logits = outputs.logits[inverse]
+    return outputs
+
+
+def _plain_sampling(causal_lm: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a `generate(**kwargs)` call decodes by plain multinomial sampling (one beam, no assistant): the
+    only mode `cpu_sample` implements."""
+    from transformers.generation.configuration_utils import GenerationMode
+
+    if kwargs.get("streamer") is not None:
+        return False
+    config = copy.deepcopy(kwargs.get("generation_config") or causal_lm.generation_config)
+    config.update(**{key: value for key, value in kwargs.items() if hasattr(config, key)})
+    return config.get_generation_mode(kwargs.get("assistant_model")) == GenerationMode.SAMPLE
+
+
+def _stop_strings_as_criterion(causal_lm: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with the call's stop strings turned into a `StopStringCriteria` of its `tokenizer`: transformers
+    drops `tokenizer` when `custom_generate` is a callable, and would then refuse the stop strings."""
+    from transformers import StoppingCriteriaList, StopStringCriteria
+
+    config = kwargs.get("generation_config") or causal_lm.generation_config
+    stops = kwargs.get("stop_strings", config.stop_strings)
+    if not stops or kwargs.get("tokenizer") is None:
+        return kwargs  # nothing to do, or transformers' own error about the missing tokenizer
+    kwargs = dict(kwargs)
+    tokenizer = kwargs.pop("tokenizer")
+    kwargs.pop("stop_strings", None)
+    kwargs["generation_config"] = copy.deepcopy(config)
+    kwargs["generation_config"].stop_strings = None
+    criteria = StoppingCriteriaList(kwargs.get("stopping_criteria") or [])
+    criteria.append(StopStringCriteria(tokenizer=tokenizer, stop_strings=stops))
+    kwargs["stopping_criteria"] = criteria
+    return kwargs
+
+
+def add_decode_sampler(causal_lm: Any) -> Undo:
+    """Make `causal_lm.generate` sample with `cpu_sample` when it samples plainly and no `custom_generate` is
+    given; beam search, assisted decoding and the rest run transformers' own code."""
     if getattr(causal_lm, _SAMPLER_MARKER, False):
-        return
+        return lambda: None
 
     @functools.wraps(causal_lm.generate)
     def generate_with_cpu_sampler(*args: Any, custom_generate: Any = None, **kwargs: Any) -> Any:
         # The class's `generate` is looked up at call time, so patches of it (e.g. divrl.testing's
         # scripted_generation) still apply.
-        sampler = cpu_sample if custom_generate is None else custom_generate
-        return type(causal_lm).generate(causal_lm, *args, custom_generate=sampler, **kwargs)
+        if custom_generate is None and _plain_sampling(causal_lm, kwargs):
+            custom_generate = cpu_sample
+            kwargs = _stop_strings_as_criterion(causal_lm, kwargs)
+        return type(causal_lm).generate(causal_lm, *args, custom_generate=custom_generate, **kwargs)
 
-    causal_lm.generate = generate_with_cpu_sampler
-    setattr(causal_lm, _SAMPLER_MARKER, True)
+    return patch_attribute(causal_lm, "generate", generate_with_cpu_sampler, _SAMPLER_MARKER)
 
 
 def supports_sampled_token_head(causal_lm: Any) -> bool:
@@ -325,11 +472,33 @@ class CPUFastLogpsMixin:
     (a wrong answer costs speed, never correctness)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._model_patches: list[Undo] = []
         super().__init__(*args, **kwargs)
-        if self.accelerator.device.type == "cpu":
-            causal_lm = self._causal_lm(self.model)
-            add_decode_lm_head(causal_lm)
-            add_decode_sampler(causal_lm)
+        self._patch_model()
+
+    def _patch_model(self) -> None:
+        """Install this trainer's patches of the causal LM (once; `train` removes them when it returns)."""
+        if not self._model_patches:
+            self._model_patches = self._install_model_patches(self._causal_lm(self.model))
+
+    def _install_model_patches(self, causal_lm: Any) -> list[Undo]:
+        """Patch `causal_lm` for training and return how to undo each patch: on the CPU, `add_decode_lm_head` and
+        `add_decode_sampler` (the loss-forward head is added on first use). Subclasses add theirs."""
+        if self.accelerator.device.type != "cpu":
+            return []
+        return [add_decode_lm_head(causal_lm), add_decode_sampler(causal_lm)]
+
+    def _unpatch_model(self) -> None:
+        """Give the user's model back as it was: every patch undone, the loss-forward head included."""
+        while self._model_patches:
+            self._model_patches.pop()()
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 (Trainer API)
+        self._patch_model()
+        try:
+            return super().train(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            self._unpatch_model()
 
     def _entropy_needs_grad(self) -> bool:
         """Whether the loss backpropagates through the entropies (TRL: only with its entropy bonus)."""
@@ -350,7 +519,7 @@ class CPUFastLogpsMixin:
         if getattr(causal_lm, _PATCHED_MARKER, None) != self.temperature:
             if not supports_sampled_token_head(causal_lm):
                 return None
-            add_sampled_token_head(causal_lm, self.temperature)
+            self._model_patches.append(add_sampled_token_head(causal_lm, self.temperature))
         return causal_lm
 
     def _get_per_token_logps_and_entropies(

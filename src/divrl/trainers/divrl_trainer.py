@@ -55,6 +55,7 @@ from divrl.trainers.flowrl import LOG_Z_FILE, FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.population import POPULATION_STATE_FILE, PopulationMixin
 from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
+from divrl.trainers.stopping import StopStringsMixin, resolve_stop_strings, stop_generation_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class DiversityState:
                 part.load_state_dict(state[name])
 
 
-class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer):
+class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsMixin, GRPOTrainer):
     """GRPOTrainer with the diversity methods enabled in its `DivRLConfig` (any subset, composable).
 
     Arguments are GRPOTrainer's, plus `task`: an object following `divrl.task.Task` whose hooks
@@ -148,6 +149,9 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, CPUFastLogpsMixin, GRPOTrainer)
             reward_funcs = task.reward_funcs()
         self.task = task
         self.hooks: TaskHooks = resolve_task_hooks(args, task)
+        self.stop_strings = resolve_stop_strings(args, task)
+        if self.stop_strings:
+            args.generation_kwargs = stop_generation_kwargs(args.generation_kwargs, self.stop_strings, args.use_vllm)
         self.rehearsal: RehearsalSet | None = None
         if args.divergence_enabled and args.divergence_estimator == "rehearsal":
             self.rehearsal = RehearsalSet(args.divergence_rehearsal_path, args.temperature)
