@@ -43,6 +43,17 @@ class TrainScriptArguments:
     quantize: str = field(default="auto", metadata={
         "help": "'auto' (4-bit NF4 on CUDA, unquantized on CPU), '4bit' or 'none'. Overrides ModelConfig's "
                 "load_in_4bit, which is ignored."})
+    recovery_eval: bool = field(default=False, metadata={
+        "help": "Evaluate held-out recovery during training (HypoSpace): the test split is passed to the trainer "
+                "as eval_dataset and `RecoveryEvalCallback` logs divrl/eval/recovery@n, divrl/eval/validity and "
+                "divrl/eval/uniqueness before the first step, every eval_steps (else logging_steps) and at the "
+                "last step. Independent of eval_strategy (TRL's own eval loop)."})
+    recovery_eval_instances: int = field(default=8, metadata={
+        "help": "Held-out instances per recovery evaluation (the first ones of the test split; 0 = all)."})
+    recovery_eval_samples: int = field(default=8, metadata={
+        "help": "Completions N per instance in a recovery evaluation."})
+    recovery_eval_max_new_tokens: int | None = field(default=None, metadata={
+        "help": "Token limit of recovery-evaluation completions (default: max_completion_length)."})
     dry_run: bool = field(default=False, metadata={
         "help": f"Build everything with the recipe's settings on a tiny local model and run one step, on the CPU "
                 f"(use_cpu, no bf16, float32), writing into OUTPUT_DIR/{DRY_RUN_SUBDIR} (never the real run's "
@@ -68,6 +79,9 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     from divrl.trainers.divrl_trainer import DivRLTrainer
 
     task = build_task(script_args.task, **task_args_with_overrides(script_args))
+    if script_args.recovery_eval and not script_args.task.startswith("hypospace"):
+        raise ValueError(f"recovery_eval measures HypoSpace recovery; task {script_args.task!r} has no admissible "
+                         "sets (set recovery_eval false)")
     model_name = dry_run_model(training_args) if script_args.dry_run else model_args.model_name_or_path
     if not model_name:
         raise ValueError("model_name_or_path is required (a hub id, a local path or embedded:gemma-3-270m)")
@@ -78,14 +92,26 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
         style = "chat" if getattr(tokenizer, "chat_template", None) else "base"
     dataset = task.train_dataset(split=script_args.split, style=style, seed=script_args.split_seed,
                                  limit=script_args.instance_limit, n_exemplars=script_args.n_exemplars)
+    eval_dataset = None  # the held-out split, for the recovery callback and TRL's own eval loop (eval_strategy)
+    trl_eval = getattr(training_args.eval_strategy, "value", training_args.eval_strategy) != "no"
+    if script_args.recovery_eval or trl_eval:
+        eval_dataset = task.train_dataset(split="test", style=style, seed=script_args.split_seed,
+                                          limit=script_args.instance_limit, n_exemplars=script_args.n_exemplars)
     peft_config = None
     if model_args.use_peft:
         peft_config = default_lora_config(
             r=model_args.lora_r, lora_alpha=model_args.lora_alpha, lora_dropout=model_args.lora_dropout,
             **({"target_modules": model_args.lora_target_modules} if model_args.lora_target_modules else {}),
         )
-    return DivRLTrainer(model=model, reward_funcs=task.reward_funcs(), args=training_args, train_dataset=dataset,
-                       processing_class=tokenizer, peft_config=peft_config, task=task)
+    trainer = DivRLTrainer(model=model, reward_funcs=task.reward_funcs(), args=training_args, train_dataset=dataset,
+                           eval_dataset=eval_dataset, processing_class=tokenizer, peft_config=peft_config, task=task)
+    if script_args.recovery_eval:
+        from divrl.trainers.recovery_callback import RecoveryEvalCallback
+
+        trainer.add_callback(RecoveryEvalCallback(
+            trainer, task, instances=script_args.recovery_eval_instances, samples=script_args.recovery_eval_samples,
+            max_new_tokens=script_args.recovery_eval_max_new_tokens))
+    return trainer
 
 
 def dry_run_model(training_args: Any) -> str:
