@@ -83,3 +83,39 @@ def test_a_grpo_config_is_accepted_with_every_method_off(tiny_qwen3: Path, tmp_p
         from transformers import TrainingArguments
 
         DivRLTrainer(str(tiny_qwen3), args=TrainingArguments(output_dir=str(tmp_path / "ta")), task=ToyTask())
+
+
+@pytest.mark.parametrize(("overrides", "name", "tags", "paper_id"), [
+    ({}, "GRPO", {"grpo", "divrl"}, "2402.03300"),
+    ({"ips": True}, "IPS-GRPO", {"grpo", "divrl", "ips-grpo"}, None),
+    ({"divergence": "js"}, "DPH-RL", {"grpo", "divrl", "dph-rl"}, "2509.07430"),
+    ({"flowrl": True}, "FlowRL", {"divrl", "flowrl"}, "2509.15207"),
+    ({"ips": True, "qd": True, "novelty_coef": 0.3}, "IPS-GRPO + QD-GRPO + MaxEnt-GRPO",
+     {"grpo", "divrl", "ips-grpo", "qd-grpo", "maxent-grpo"}, None),
+])
+def test_model_card_names_and_cites_the_method_that_ran(
+        tiny_qwen3: Path, tmp_path: Path, overrides: dict, name: str, tags: set, paper_id: str | None) -> None:
+    from transformers import AutoTokenizer
+
+    from divrl import DivRLTrainer
+
+    trainer = DivRLTrainer(str(tiny_qwen3), args=make_config(tmp_path, **overrides), train_dataset=prompt_dataset(),
+                           processing_class=AutoTokenizer.from_pretrained(tiny_qwen3), peft_config=lora_config(),
+                           task=ToyTask())
+    trainer.create_model_card(model_name="run")
+    card = (tmp_path / "README.md").read_text()
+    assert f"This model was trained with {name}" in card
+    assert f"Cite {name} as" in card
+    header = card.split("---")[1]
+    assert tags | {"trl"} <= {line.strip(" -") for line in header.splitlines()}
+    assert ("grpo" in tags) == ("- grpo" in header)
+    if paper_id is None:
+        assert "huggingface.co/papers" not in card
+    else:
+        assert f"huggingface.co/papers/{paper_id}" in card
+    assert ("DeepSeekMath" in card) == (name == "GRPO")
+    if "ips" in overrides:
+        assert "Inverse Probability Scaling" in card
+    if "qd" in overrides:
+        assert card.count("Avoiding Convergence and Diversity Collapse") == 1  # QD and MaxEnt share seed 000
+    assert set(tags) <= set(trainer.model.model_tags or [])

@@ -53,6 +53,7 @@ from divrl.trainers.config import DivRLConfig
 from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 from divrl.trainers.flowrl import LOG_Z_FILE, FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
+from divrl.trainers.model_card import model_card_identity
 from divrl.trainers.population import POPULATION_STATE_FILE, PopulationMixin
 from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
 from divrl.trainers.stopping import StopStringsMixin, resolve_stop_strings, stop_generation_kwargs
@@ -148,6 +149,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         if reward_funcs is None and task is not None:
             reward_funcs = task.reward_funcs()
         self.task = task
+        # Model card and model tags name the methods that ran (TRL reads these in __init__ and at every save).
+        self._tag_names, self._name, self._paper = model_card_identity(args, self._tag_names, self._name, self._paper)
         self.hooks: TaskHooks = resolve_task_hooks(args, task)
         self.stop_strings = resolve_stop_strings(args, task)
         if self.stop_strings:
