@@ -25,10 +25,11 @@ def population_trainer(model_dir: Path, out_dir: Path, trainer_name: str = "Popu
                                     population_held_prompts=2, max_steps=4)
     settings.update(overrides)
     callbacks = settings.pop("callbacks", None)
+    task = settings.pop("task", None) or ToyTask()
     return getattr(divrl, trainer_name)(
         str(model_dir), args=make_config(out_dir, **settings), callbacks=callbacks,
         train_dataset=prompt_dataset(PROMPTS * 2, conversational=True),
-        processing_class=AutoTokenizer.from_pretrained(model_dir), peft_config=lora_config(), task=ToyTask(),
+        processing_class=AutoTokenizer.from_pretrained(model_dir), peft_config=lora_config(), task=task,
     )
 
 
@@ -153,6 +154,64 @@ def test_scores_are_diversity_times_one_plus_max_reward(tiny_qwen3: Path, tmp_pa
     torch.testing.assert_close(diversity, torch.tensor([expected, expected]))
     torch.testing.assert_close(max_reward, torch.tensor([5.0, 5.0]))  # distinct characters of "hi yo"
     assert trainer.state.num_input_tokens_seen == 0 and not trainer._metrics["train"]  # scoring leaves no trace
+
+
+class StatefulTask(ToyTask):
+    """A task whose reward keeps state like the molecule task: an oracle-call counter, a cache and a
+    diversity-filter memory (a completion already seen scores 0), and logs through TRL's log_metric/log_extra."""
+
+    def __init__(self) -> None:
+        self.calls, self.cache, self.memory = 3, {"old": 1.0}, ["old"]
+
+    def reward_funcs(self) -> list:
+        return [self.reward]
+
+    def reward(self, completions: list, log_metric: Any = None, log_extra: Any = None, **_: Any) -> list[float]:
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        scores = []
+        for text in texts:
+            if text not in self.cache:
+                self.calls += 1
+                self.cache[text] = float(len(set(text)))
+            scores.append(0.0 if text in self.memory else self.cache[text])
+            self.memory.append(text)
+        log_metric("oracle_calls", float(self.calls))
+        log_extra("filtered", [t in self.memory for t in texts])
+        return scores
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "cache": self.cache, "memory": self.memory}  # live objects, as tasks may do
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.calls, self.cache, self.memory = state["calls"], state["cache"], state["memory"]
+
+
+def test_scoring_leaves_task_state_and_metrics_as_they_were(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # Issue 14.3: scoring ran the task's reward functions on the scoring samples, which updated the reward cache,
+    # the oracle-call counter and the diversity-filter memory, and queued log_metric/log_extra values into the
+    # next training step. Every member must also be scored from the same state (member 1 must not be filtered
+    # for what member 0 wrote).
+    import copy
+
+    from transformers import AutoTokenizer
+
+    from divrl.testing import scripted_generation
+
+    texts = ["ab", "abc", "xyz", "hi yo"]
+    task = StatefulTask()
+    before = copy.deepcopy(task.state_dict())
+    trainer = population_trainer(tiny_qwen3, tmp_path, task=task)
+    with scripted_generation(AutoTokenizer.from_pretrained(tiny_qwen3), lambda prompt, row: texts[row % 4]):
+        _, max_reward = trainer.score_members()
+
+    torch.testing.assert_close(max_reward, torch.tensor([5.0, 5.0]))  # both members scored from the same state
+    assert task.state_dict() == before
+    assert not trainer._pending_metrics and not trainer._pending_extra_logs and not trainer._metrics["train"]
+    trainer.restart_from_soup = lambda diversity, max_reward: None
+    trainer._scored_completions = 0
+    with scripted_generation(AutoTokenizer.from_pretrained(tiny_qwen3), lambda prompt, row: texts[row % 4]):
+        trainer.run_selection()
+    assert trainer._metrics["train"]["population/scoring_completions"] == [2 * 2 * 4.0]  # K x held x G, on its own
 
 
 class Capture(TrainerCallback):

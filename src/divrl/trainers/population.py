@@ -23,8 +23,10 @@ Design decisions:
   fresh adapter (B = 0) has dW = 0 and stays unperturbed, so members start equal and diverge through
   their own batches and samples; an adapter passed in already trained is perturbed around its dW.
 - Scores use the task reward only (TRL's reward columns, before any IPS/QD/novelty shaping, and without
-  touching archives or memories); d_k is the mean pairwise cosine distance of hashed character n-gram
-  embeddings of a prompt's completions, averaged over the held prompts.
+  touching archives or memories); scoring then restores the task's state (reward cache, oracle-call counters,
+  diversity-filter memory) and the metrics after each member, so every member is scored from the same state
+  and a selection does not change what training sees next. d_k is the mean pairwise cosine distance of
+  hashed character n-gram embeddings of a prompt's completions, averaged over the held prompts.
 - Each member keeps its own `DiversityState` (archive, novelty memory, entropy coefficient), swapped in
   with the member; after a soup they are kept (they describe what was explored, not the weights).
 - Rank slots the soup leaves empty (a soup of rank < r, or population_soup_rank < r) are zero in both
@@ -36,6 +38,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
@@ -297,6 +300,7 @@ class PopulationMixin:
         self._member_parameters = [p for name in self.member_names for p in adapter_parameters(self.model, name)]
         self.population = PopulationState(size=args.population_size)
         self._member_diversity: list[Any] | None = None
+        self._scored_completions = 0  # reward calls of the latest scoring (global), logged on their own
         self._perturb_members()
         self._activate_member(0)
         self.add_callback(_PopulationStepCallback(self))
@@ -401,10 +405,10 @@ class PopulationMixin:
                        // self.num_generations)
         chunks = [local_rows[start : start + per_call] for start in range(0, len(local_rows), per_call)]
         diversity, max_reward = [], []
-        saved_metrics = {mode: {k: list(v) for k, v in m.items()} for mode, m in self._metrics.items()}
-        saved_tokens = self.state.num_input_tokens_seen
-        try:
-            for index in range(self.population.size):
+        for index in range(self.population.size):
+            # Every member is scored from the same task state (a diversity filter must not penalise member 1 for
+            # what member 0 wrote), and scoring leaves that state as it found it.
+            with self._scoring_leaves_no_trace():
                 self._activate_member(index)
                 distances, best = [], -math.inf
                 for rows in chunks:
@@ -413,12 +417,38 @@ class PopulationMixin:
                     best = max(best, chunk_best)
                 diversity.append(sum(distances) / len(distances))
                 max_reward.append(best)
+        self._scored_completions = self.population.size * len(self._held_rows) * self.num_generations
+        return torch.tensor(diversity), torch.tensor(max_reward)
+
+    @contextlib.contextmanager
+    def _scoring_leaves_no_trace(self) -> Iterator[None]:
+        """Scoring samples are not training samples: restore afterwards what scoring them changes.
+
+        The task's state (`task.state_dict()`: e.g. the molecule reward cache, its oracle-call counters and the
+        diversity filter's memory), the logged metrics, the metrics and completion-table columns reward
+        functions queued through TRL's `log_metric` / `log_extra` (flushed at the next training step), and the
+        input-token count. The reward calls spent on scoring are reported on their own, as
+        `population/scoring_completions` at each selection.
+        """
+        task = getattr(self, "task", None)
+        keeps_state = task is not None and hasattr(task, "state_dict") and hasattr(task, "load_state_dict")
+        task_state = copy.deepcopy(task.state_dict()) if keeps_state else None
+        saved_metrics = {mode: {k: list(v) for k, v in m.items()} for mode, m in self._metrics.items()}
+        pending = {name: {k: list(v) for k, v in getattr(self, name).items()}
+                   for name in ("_pending_metrics", "_pending_extra_logs") if hasattr(self, name)}
+        saved_tokens = self.state.num_input_tokens_seen
+        try:
+            yield
         finally:
             for mode, metrics in saved_metrics.items():
                 self._metrics[mode].clear()
                 self._metrics[mode].update(metrics)
+            for name, values in pending.items():
+                getattr(self, name).clear()
+                getattr(self, name).update(values)
             self.state.num_input_tokens_seen = saved_tokens
-        return torch.tensor(diversity), torch.tensor(max_reward)
+            if keeps_state:
+                task.load_state_dict(task_state)
 
     def _sample_and_score(self, rows: list[dict[str, Any]]) -> tuple[list[float], float]:
         """Sample a group per row with the active member; per-prompt mean pairwise distances (gathered from
@@ -441,6 +471,7 @@ class PopulationMixin:
     def run_selection(self) -> None:
         """Score every member on the held prompts, then restart the population from the soup of the best."""
         self.restart_from_soup(*self.score_members())
+        self._metrics["train"]["population/scoring_completions"].append(float(self._scored_completions))
 
     def restart_from_soup(self, diversity: torch.Tensor, max_reward: torch.Tensor) -> None:
         """Soup the top M by S_k exactly, project to rank r, restart all members from it plus noise."""
