@@ -16,7 +16,7 @@ CAFFEINE = "Cn1c(=O)c2c(ncn2C)n(C)c1=O"
 COMPLETIONS = [
     f" {ASPIRIN}\nSMILES: CCO",
     "I am not sure.",
-    f"```\n{CAFFEINE}\n```",
+    f" {CAFFEINE} (caffeine)",
     " OC(=O)c1ccccc1OC(C)=O",  # aspirin again, another spelling: a cache hit, no oracle call
     "C1CC",
 ]

@@ -77,7 +77,7 @@ def test_each_completion_is_extracted_once_per_step(monkeypatch: pytest.MonkeyPa
     """Reward, diversity filter, IPS outcome key and QD behaviour of one group share one extraction each."""
     calls: list[str] = []
     original = chem._extract_text
-    monkeypatch.setattr(chem, "_extract_text", lambda text: calls.append(text) or original(text))
+    monkeypatch.setattr(chem, "_extract_text", lambda text, *a: calls.append(text) or original(text, *a))
     chem.clear_extraction_cache()
     task = MoleculeTask(diversity_filter=DiversityFilter(bucket_size=2, min_score=0.0))
     (reward,) = task.reward_funcs()

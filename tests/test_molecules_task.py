@@ -65,7 +65,7 @@ def test_behavior_is_normalised_molwt_and_logp() -> None:
 
 
 def test_diversity_filter_wraps_the_reward_and_everything_pickles() -> None:
-    task = MoleculeTask(diversity_filter=DiversityFilter(bucket_size=1, min_score=0.0))
+    task = MoleculeTask(diversity_filter=DiversityFilter(bucket_size=1, min_score=0.0), sanity=False)  # small ones
     (reward,) = task.reward_funcs()
     assert reward.__name__ == "molecule_mpo_df"
     scores = reward(prompts=["p", "p"], completions=["Cc1ccccc1", "CCc1ccccc1"])
@@ -76,7 +76,9 @@ def test_diversity_filter_wraps_the_reward_and_everything_pickles() -> None:
 
 def test_diversity_filter_from_task_args_dict() -> None:
     """Recipes pass task_args from YAML, so the filter arrives as a dict of DiversityFilter arguments."""
-    task = build_task("molecules", diversity_filter={"bucket_size": 1, "min_score": 0.0, "scaffold": "generic"})
+    task = build_task(
+        "molecules", diversity_filter={"bucket_size": 1, "min_score": 0.0, "scaffold": "generic"}, sanity=False
+    )
     assert isinstance(task.diversity_filter, DiversityFilter)
     assert task.diversity_filter.config() == {
         "scaffold": "generic",
@@ -107,7 +109,7 @@ def test_bad_diversity_filter_task_args_are_clear_errors(spec: object, message: 
 
 def _trained_task() -> MoleculeTask:
     """A task with a filter that has seen a batch: cache, oracle history, counters and buckets all non-empty."""
-    task = MoleculeTask(diversity_filter={"bucket_size": 2, "min_score": 0.0})
+    task = MoleculeTask(diversity_filter={"bucket_size": 2, "min_score": 0.0}, sanity=False)
     task.reward_funcs()[0](prompts=["p"] * 4, completions=[ASPIRIN, "CCO", "Cc1ccccc1", "OCC"])
     return task
 
@@ -116,7 +118,7 @@ def test_task_state_round_trips_through_json() -> None:
     task = _trained_task()
     state = json.loads(json.dumps(task.state_dict()))
     assert set(state) == {"mpo", "scorer", "diversity_filter"}
-    restored = MoleculeTask(diversity_filter={"bucket_size": 2, "min_score": 0.0})
+    restored = MoleculeTask(diversity_filter={"bucket_size": 2, "min_score": 0.0}, sanity=False)
     restored.load_state_dict(state)
     assert restored.scorer.history == task.scorer.history and restored.scorer.cache == task.scorer.cache
     assert (restored.scorer.hits, restored.scorer.misses) == (task.scorer.hits, task.scorer.misses) == (1, 3)
@@ -133,13 +135,15 @@ def test_task_state_round_trips_through_json() -> None:
 def test_task_state_from_another_setup_is_refused() -> None:
     state = _trained_task().state_dict()
     with pytest.raises(ValueError, match="disagree"):
-        MoleculeTask().load_state_dict(state)
+        MoleculeTask(sanity=False).load_state_dict(state)
+    with pytest.raises(ValueError, match="cached rewards come from MPO"):  # the chemistry gate changes rewards
+        MoleculeTask(diversity_filter={"bucket_size": 2, "min_score": 0.0}).load_state_dict(state)
     with pytest.raises(ValueError, match="cached rewards come from MPO"):
         MoleculeTask(["qed"], diversity_filter={"bucket_size": 2, "min_score": 0.0}).load_state_dict(state)
     with pytest.raises(ValueError, match="cached rewards come from MPO"):
         MoleculeTask(hbd_threshold=5, diversity_filter={"bucket_size": 2, "min_score": 0.0}).load_state_dict(state)
     with pytest.raises(ValueError, match="saved with"):
-        MoleculeTask(diversity_filter={"bucket_size": 3, "min_score": 0.0}).load_state_dict(state)
+        MoleculeTask(diversity_filter={"bucket_size": 3, "min_score": 0.0}, sanity=False).load_state_dict(state)
     for junk in ({}, {"scorer": state["scorer"]}, ["mpo", "scorer"], None):
         with pytest.raises(ValueError, match="not a MoleculeTask state dict"):
             MoleculeTask().load_state_dict(junk)  # type: ignore[arg-type]

@@ -61,7 +61,7 @@ def test_resume_restores_method_state(tiny_qwen3: Path, tmp_path: Path) -> None:
 
 
 
-MOLECULES = [" CC(=O)Oc1ccccc1C(=O)O", " Cn1c(=O)c2c(ncn2C)n(C)c1=O", " CCO", " not a molecule"]
+MOLECULES = [" CC(=O)Oc1ccccc1C(=O)O", " Cn1c(=O)c2c(ncn2C)n(C)c1=O", " CC(=O)Nc1ccc(O)cc1", " not a molecule"]
 
 
 def _molecule_run(model: Path, out: Path, max_steps: int, resume: str | None = None):

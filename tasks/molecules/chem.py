@@ -17,7 +17,11 @@ Extraction rule (`extract_smiles`), applied to the completion's answer text (rea
    "C" of "vitamin C"); ties go to the earlier token.
 A token is read as is and, failing that, with its prose wrapping removed (markdown emphasis, trailing
 punctuation, a "label:" prefix, wrapping brackets or unbalanced parentheses). The first candidate in
-this order that parses and contains carbon is the answer. Time is bounded and linear in the text's
+this order that parses and contains carbon is the answer.
+Where the prompt itself asks for the answer (`answer_smiles`: a plain-text prompt ending in "SMILES:", as
+the base few-shot prompts do) only the first token of the completion's first line is read
+(`extract_smiles(..., first_line=True)`): the completion continues the label, and a base model writing
+prose there (" An = C(O) - C(N) or ...") has not answered, whatever fragments its prose contains. Time is bounded and linear in the text's
 length: tokens whose letters are not SMILES atoms (ordinary prose words) are rejected without RDKit, a
 labelled token is read at most `MAX_SMILES_CHARS` + 9 characters far (a longer one is not a SMILES, so
 `SMILES:SMILES:...` costs no more per label than a short answer), and at most `MAX_CANDIDATES` distinct
@@ -57,6 +61,7 @@ _FENCE = re.compile(r"```(.*?)```", re.S)
 _LABEL = re.compile(r"\bSMILES\b[*_ ]*(?:string[*_ ]*)?[:=][*_]*", re.I)
 _LABEL_PREFIX = re.compile(r"^[A-Za-z_]+:")
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+BASE_ANSWER_LABEL = "SMILES:"  # a plain-text prompt ending in this asks for the answer right after it
 
 
 def quiet_rdkit() -> Any:
@@ -122,7 +127,7 @@ def _answer_text(text: str) -> str:
 
 def _unwrapped(token: str) -> str:
     """`token` without prose wrapping: emphasis, end punctuation, a "label:" prefix, brackets, stray parentheses."""
-    token = _LABEL_PREFIX.sub("", token.strip("*_").rstrip(".,:!?"))
+    token = _LABEL_PREFIX.sub("", token.rstrip(".,:!?").strip("*_").rstrip(".,:!?"))  # "**X**." and "**X.**"
     if len(token) >= 2 and token[0] + token[-1] in ("()", "[]"):
         token = token[1:-1]
     if token.startswith("(") and token.count("(") > token.count(")"):
@@ -139,8 +144,9 @@ def _tier(token: str) -> int:
     return 1 if len(_ATOM.findall(token)) >= 2 else 2
 
 
-def _ranked_candidates(text: str) -> list[str]:
-    """SMILES-shaped strings of `text` in the order of the extraction rule (module docstring), without repeats."""
+def _ranked_candidates(text: str, first_line: bool = False) -> list[str]:
+    """SMILES-shaped strings of `text` in the order of the extraction rule (module docstring), without repeats;
+    with `first_line`, only the first token of the first line (and its unwrapped form)."""
     keyed: list[tuple[tuple[int, int, int, int], str]] = []
 
     def add(match: re.Match[str], group: int, offset: int = 0) -> None:
@@ -151,10 +157,12 @@ def _ranked_candidates(text: str) -> list[str]:
             if form and len(form) <= MAX_SMILES_CHARS and _SMILES_SHAPE.fullmatch(form):
                 keyed.append(((group, 0 if group == 0 else _tier(form), offset + match.start(), variant), form))
 
-    first_line = text.lstrip().split("\n", 1)[0]
-    first = _TOKEN.search(first_line)
-    if first is not None and _TOKEN.search(first_line, first.end()) is None:  # a lone token on the first line
+    head = text.lstrip().split("\n", 1)[0]
+    first = _TOKEN.search(head)
+    if first is not None and (first_line or _TOKEN.search(head, first.end()) is None):  # a lone token
         add(first, group=0, offset=len(text) - len(text.lstrip()))
+    if first_line:
+        return [form for _, form in keyed]
     for label in _LABEL.finditer(text):
         # Bounded: an unbounded search here reads to the end of a `SMILES:SMILES:...` run once per label.
         token = _BOUNDED_TOKEN.search(text, label.end())
@@ -169,20 +177,29 @@ def _ranked_candidates(text: str) -> list[str]:
     return list(dict.fromkeys(form for _, form in keyed))
 
 
-def extract_smiles(completion: Any) -> str | None:
+def extract_smiles(completion: Any, *, first_line: bool = False) -> str | None:
     """Canonical SMILES of the completion's molecule (text or chat list) by the module's extraction rule, else None.
 
     Plausible = parses (see `parse_smiles`), contains carbon (words such as "I" or "NO" parse as molecules
     too, and this task is about organic molecules) and has a canonical SMILES (see `canonical_smiles`).
+    `first_line=True` reads only the first token of the first line (a completion continuing "SMILES:").
     Memoised by completion text (`EXTRACTION_CACHE_SIZE` most recent texts).
     """
-    return _extract_cached(completion_text(completion))
+    return _extract_cached(completion_text(completion), bool(first_line))
+
+
+def answer_smiles(completion: Any, prompt: Any = None) -> str | None:
+    """The molecule a completion gives where `prompt` asks for it: after a plain-text prompt ending in "SMILES:"
+    (the base few-shot prompts) the first token of the completion's first line, otherwise (chat prompts, unknown
+    prompts) by the general extraction rule."""
+    asks_inline = isinstance(prompt, str) and prompt.rstrip().endswith(BASE_ANSWER_LABEL)
+    return extract_smiles(completion, first_line=asks_inline)
 
 
 @functools.lru_cache(maxsize=EXTRACTION_CACHE_SIZE)
-def _extract_cached(text: str) -> str | None:
+def _extract_cached(text: str, first_line: bool = False) -> str | None:
     """`_extract_text`, memoised: reward, diversity filter and hooks of one step read the same completions."""
-    return _extract_text(text)
+    return _extract_text(text, first_line)
 
 
 def clear_extraction_cache() -> None:
@@ -190,10 +207,10 @@ def clear_extraction_cache() -> None:
     _extract_cached.cache_clear()
 
 
-def _extract_text(text: str) -> str | None:
+def _extract_text(text: str, first_line: bool = False) -> str | None:
     """The extraction rule on a completion's plain text (uncached)."""
     text = _answer_text(text)[:MAX_SCANNED_CHARS]
-    for token in _ranked_candidates(text)[:MAX_CANDIDATES]:
+    for token in _ranked_candidates(text, first_line)[:MAX_CANDIDATES]:
         mol = parse_smiles(token)
         if mol is not None and any(atom.GetAtomicNum() == 6 for atom in mol.GetAtoms()):
             canonical = canonical_smiles(mol)

@@ -47,6 +47,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--hbd-threshold", type=int, default=3, help="HBD step: reward 1 if donors <= this")
     parser.add_argument(
+        "--no-sanity-gate",
+        action="store_true",
+        help="score every RDKit-valid molecule (default: the chemistry sanity gate scores exotic elements, formal "
+        "charges beyond +/-1, dative bonds, radicals and molecules under 9 heavy atoms 0; see metrics "
+        "sanity_rejected)",
+    )
+    parser.add_argument(
         "--tau",
         type=float,
         action="append",
@@ -88,7 +95,8 @@ def _run(args: argparse.Namespace) -> int:
     check_taus(taus)
     check_budget(args.budget)
     components = {"components": args.components} if args.components else {}
-    task = MoleculeTask(**components, hbd_threshold=args.hbd_threshold)
+    gate = {"sanity": False} if args.no_sanity_gate else {}
+    task = MoleculeTask(**components, **gate, hbd_threshold=args.hbd_threshold)
     config = sampling.sampling_config_from_args(args, stop=(BASE_STOP,))
     out = _output_dir(args.out)
     # The style only formats the drawn examples, so "auto" is checked with base prompts.
@@ -114,7 +122,8 @@ def _run(args: argparse.Namespace) -> int:
         out_dir=out,
         metadata={"model": args.model, "sampling": {"backend": args.backend, **sampling_config}},
     )
-    summary_keys = ["validity", "uniqueness", "sample_uniqueness", "novelty", "intdiv_moses", "intdiv_tdc", "yield"]
+    summary_keys = ["validity", "sanity_rejected", "uniqueness", "sample_uniqueness", "novelty", "intdiv_moses",
+                    "intdiv_tdc", "yield"]
     if args.budget is not None:
         summary_keys.append(f"yield_{args.budget}_calls")
     print(json.dumps({k: metrics[k] for k in summary_keys}))

@@ -23,6 +23,11 @@ from rdkit.Chem.Scaffolds import MurckoScaffold
 from divrl.tasks.molecules.chem import canonical_smiles, extract_smiles, parse_smiles, quiet_rdkit
 
 
+def _extract_ignoring_prompt(completion: Any, prompt: Any = None) -> str | None:
+    """The default reader of a filtered reward: the general extraction rule, whatever the prompt."""
+    return extract_smiles(completion)
+
+
 def _murcko(mol: Chem.Mol) -> Chem.Mol:
     """Bemis-Murcko scaffold of a molecule."""
     return MurckoScaffold.GetScaffoldForMol(mol)
@@ -106,9 +111,12 @@ class DiversityFilter:
             filtered.append(float(score))
         return filtered
 
-    def wrap(self, reward_func: Callable[..., list[float]]) -> FilteredReward:
-        """A TRL reward function that applies this filter to `reward_func`'s rewards (named `<name>_df`)."""
-        return FilteredReward(self, reward_func)
+    def wrap(
+        self, reward_func: Callable[..., list[float]], extract: Callable[[Any, Any], str | None] | None = None
+    ) -> FilteredReward:
+        """A TRL reward function that applies this filter to `reward_func`'s rewards (named `<name>_df`);
+        `extract(completion, prompt)` reads each completion's SMILES (default: `extract_smiles`, prompt ignored)."""
+        return FilteredReward(self, reward_func, extract)
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state (config, buckets, memorised SMILES) for trainer checkpoints."""
@@ -137,14 +145,21 @@ class FilteredReward:
     passes `log_metric`.
     """
 
-    def __init__(self, diversity_filter: DiversityFilter, reward_func: Callable[..., list[float]]) -> None:
+    def __init__(
+        self,
+        diversity_filter: DiversityFilter,
+        reward_func: Callable[..., list[float]],
+        extract: Callable[[Any, Any], str | None] | None = None,
+    ) -> None:
         self.diversity_filter = diversity_filter
         self.reward_func = reward_func
+        self.extract = extract or _extract_ignoring_prompt  # module-level functions, so the reward pickles
         self.__name__ = f"{getattr(reward_func, '__name__', type(reward_func).__name__)}_df"
 
     def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float | None]:
         rewards = self.reward_func(prompts=prompts, completions=completions, **kwargs)
-        result = self.diversity_filter([extract_smiles(c) for c in completions], rewards)
+        smiles = [self.extract(c, p) for c, p in zip(completions, prompts, strict=True)]
+        result = self.diversity_filter(smiles, rewards)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and rewards:
             penalised = sum(

@@ -10,13 +10,14 @@ oracle-call history.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from divrl.core.estimators import mean_pass_at_k_curve
 from divrl.sampling import Sampler
-from divrl.tasks.molecules.chem import extract_smiles
+from divrl.tasks.molecules.chem import answer_smiles
 from divrl.tasks.molecules.data import build_rows, reference_smiles
 from divrl.tasks.molecules.metrics import check_budget, check_taus, molecule_metrics, yield_curve
 from divrl.tasks.molecules.task import MoleculeTask
@@ -69,8 +70,9 @@ def evaluate_molecules(
         (row, out[j]) for j in range(per_prompt + 1) for row, out in zip(rows, outputs, strict=True) if j < len(out)
     ]
     completions = [completion for _, completion in order]
-    smiles = [extract_smiles(c) for c in completions]
+    smiles = [answer_smiles(completion, row["prompt"]) for row, completion in order]
     scores = task.scorer.score(smiles)
+    rejected = [task.scorer.rejected[s] for s in smiles if s is not None and s in task.scorer.rejected]
     shipped_reference = reference is None
     reference = reference_smiles() if shipped_reference else list(reference)
     history = task.scorer.history
@@ -89,12 +91,16 @@ def evaluate_molecules(
         ])
         for tau in taus
     }
+    # Valid molecules the chemistry sanity gate rejected (scored 0; see divrl.tasks.molecules.sanity), by reason.
+    metrics["sanity_rejected"] = len(rejected) / samples
+    metrics["sanity_rejections"] = dict(Counter(reason.split(":", 1)[0] for reason in rejected))
     metrics["config"] = {
         "style": style,
         "prompts": len(rows),
         "shots": shots,
         "seed": seed,
         "mpo": list(task.mpo.names),
+        "sanity": None if task.mpo.sanity is None else task.mpo.sanity.config(),
         **(metadata or {}),
     }
     if out_dir is not None:

@@ -4,6 +4,9 @@ The IPS paper's drug-discovery reward is the equal-weight geometric mean of dock
 donor step constraint and synthesizability. Docking and retrosynthesis are expensive and not shipped:
 the default MPO here is the geometric mean of QED, normalised SA score (a cheap synthesizability proxy)
 and the HBD step; users plug expensive oracles back in as extra components (SMILES -> [0, 1]).
+Molecules that fail the chemistry sanity gate (`divrl.tasks.molecules.sanity`: exotic elements, large
+formal charges, dative bonds, radicals, fewer than 9 heavy atoms) score 0; the gate is on by default for
+the drug-like components and configurable with `sanity`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from rdkit import Chem
 from rdkit.Chem import QED, rdMolDescriptors
 
 from divrl.tasks.molecules.chem import canonical_smiles, parse_smiles, quiet_rdkit
+from divrl.tasks.molecules.sanity import ChemistryGate, make_gate
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +72,9 @@ class MPO:
     SMILES -> [0, 1] (e.g. a docking or retrosynthesis oracle), which receive the canonical SMILES.
     `weights` defaults to equal weights (seed 001, Eq. 11). A component that raises or returns a value
     outside [0, 1] scores 0 for that molecule and is logged once per component (counted in `failures`).
+    `sanity` is the chemistry gate (`divrl.tasks.molecules.sanity`): "auto" (default) applies the default
+    `ChemistryGate` whenever qed, sa or hbd is a component; None/False turns it off; a `ChemistryGate` or a
+    dict of its arguments configures it. Molecules the gate rejects score 0 (`rejection` says why).
     """
 
     def __init__(
@@ -76,6 +83,7 @@ class MPO:
         extra_components: Mapping[str, SmilesComponent] | None = None,
         weights: Mapping[str, float] | None = None,
         hbd_threshold: int = 3,
+        sanity: ChemistryGate | Mapping[str, Any] | bool | str | None = "auto",
     ) -> None:
         available = builtin_components(hbd_threshold)
         unknown = [name for name in components if name not in available]
@@ -97,6 +105,7 @@ class MPO:
         if not self.names:
             raise ValueError("MPO needs at least one component")
         self.weights = self._normalised_weights(weights)
+        self.sanity = make_gate(sanity, list(self.mol_components))
         self.failures: Counter[str] = Counter()
 
     def _normalised_weights(self, weights: Mapping[str, float] | None) -> dict[str, float]:
@@ -115,12 +124,22 @@ class MPO:
     def config(self) -> dict[str, Any]:
         """JSON-able description of what this MPO computes (extra components by name), to match checkpoints."""
         hbd_threshold = self.hbd_threshold if "hbd" in self.mol_components else None
-        return {"components": list(self.names), "weights": dict(self.weights), "hbd_threshold": hbd_threshold}
+        sanity = None if self.sanity is None else self.sanity.config()
+        return {"components": list(self.names), "weights": dict(self.weights), "hbd_threshold": hbd_threshold,
+                "sanity": sanity}
+
+    def rejection(self, smiles: str) -> str | None:
+        """Why the chemistry gate rejects `smiles` (a parsed molecule), or None: it passes, there is no gate, or
+        it does not parse (invalid strings are not the gate's business: they score 0 anyway)."""
+        if self.sanity is None:
+            return None
+        mol = parse_smiles(smiles)
+        return None if mol is None else self.sanity.rejection(mol)
 
     def component_scores(self, smiles: str) -> dict[str, float] | None:
-        """Each component's value in [0, 1] for `smiles`, or None when it is not a valid molecule."""
+        """Each component's value in [0, 1] for `smiles`, or None when it is not a valid molecule or fails the gate."""
         mol = parse_smiles(smiles)
-        if mol is None:
+        if mol is None or (self.sanity is not None and self.sanity.rejection(mol) is not None):
             return None
         canonical = canonical_smiles(mol) if self.smiles_components else ""
         if canonical is None:  # RDKit cannot read its own SMILES of this molecule back: not valid

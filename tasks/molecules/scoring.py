@@ -7,6 +7,9 @@ Yield and Oracle Burden count. Batches with at least `pool_threshold` uncached m
 by `workers` processes. Workers are spawned, so the oracle must be picklable and a script that enables
 them needs the usual `if __name__ == "__main__":` guard; when either is missing, or the pool breaks,
 scoring falls back to serial with a warning instead of failing.
+An oracle with a `rejection(smiles)` method (the MPO with its chemistry sanity gate) screens new molecules
+first: a rejected molecule scores 0 without an oracle call, like an invalid string, and `rejected` maps its
+canonical SMILES to the reason.
 """
 
 from __future__ import annotations
@@ -69,13 +72,21 @@ class CachedScorer:
         self.hits = 0
         self.misses = 0
         self.pool_batches = 0  # batches that went through the process pool
+        self.rejected: dict[str, str] = {}  # canonical SMILES -> why the oracle's sanity gate rejects it
         self._executor: ProcessPoolExecutor | None = None
         self._pool_unusable = False
 
     def score(self, smiles: Sequence[str | None]) -> list[float]:
-        """Scores of `smiles` (any strings or None; invalid ones score 0 without an oracle call)."""
+        """Scores of `smiles` (any strings or None; invalid or gate-rejected ones score 0 without an oracle call)."""
         canonical = [canonical_key(s) if isinstance(s, str) else None for s in smiles]
         new = [s for s in dict.fromkeys(c for c in canonical if c is not None) if s not in self.cache]
+        screen = getattr(self.oracle, "rejection", None)
+        if callable(screen):
+            for s in new:
+                if s not in self.rejected and (reason := screen(s)) is not None:
+                    self.rejected[s] = reason
+            canonical = [None if c in self.rejected else c for c in canonical]
+            new = [s for s in new if s not in self.rejected]
         for s, value in zip(new, self._call_oracle(new), strict=True):
             self.cache[s] = value
             self.history.append(OracleCall(s, value))

@@ -1,7 +1,8 @@
 """The molecule task object for the divrl trainers (protocol in `divrl.task`).
 
-Reward: the cached cheap MPO of the first SMILES in each completion (optionally through a scaffold
-diversity filter). IPS outcome key: the canonical SMILES. QD behaviour: molecular weight and Crippen
+Reward: the cached cheap MPO of the molecule each completion gives where its prompt asks for it
+(`chem.answer_smiles`: after a base prompt ending in "SMILES:", the first token of the first line), optionally
+through a scaffold diversity filter; molecules failing the chemistry sanity gate score 0 (`sanity`). IPS outcome key: the canonical SMILES. QD behaviour: molecular weight and Crippen
 logP, each mapped linearly onto [0, 1] from a configurable range (values outside are clipped).
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from rdkit.Chem import Crippen, Descriptors
 
-from divrl.tasks.molecules.chem import extract_smiles, parse_smiles, quiet_rdkit
+from divrl.tasks.molecules.chem import answer_smiles, parse_smiles, quiet_rdkit
 from divrl.tasks.molecules.diversity_filter import DiversityFilter
 from divrl.tasks.molecules.rewards import DEFAULT_COMPONENTS, MPO, SmilesComponent
 from divrl.tasks.molecules.scoring import CachedScorer
@@ -26,8 +27,9 @@ DEFAULT_LOGP_RANGE = (-2.0, 6.0)
 class MoleculeReward:
     """TRL reward function `f(prompts, completions, **columns) -> list[float]` over a `CachedScorer`.
 
-    Completions may be strings or chat lists. When TRL passes `log_metric`, it logs the batch's
-    validity, the cache hit rate and the number of oracle calls so far under `molecules/`.
+    Completions may be strings or chat lists; each is read where its prompt asks for the answer
+    (`answer_smiles`). When TRL passes `log_metric`, it logs the batch's validity, the fraction the chemistry
+    sanity gate rejected, the cache hit rate and the number of oracle calls so far under `molecules/`.
     """
 
     def __init__(self, scorer: CachedScorer, name: str = "molecule_mpo") -> None:
@@ -35,11 +37,13 @@ class MoleculeReward:
         self.__name__ = name
 
     def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float]:
-        smiles = [extract_smiles(c) for c in completions]
+        smiles = [answer_smiles(c, p) for c, p in zip(completions, prompts, strict=True)]
         scores = self.scorer.score(smiles)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and smiles:
             log_metric("molecules/validity", sum(s is not None for s in smiles) / len(smiles))
+            rejected = sum(s is not None and s in self.scorer.rejected for s in smiles)
+            log_metric("molecules/sanity_rejected", rejected / len(smiles))
             log_metric("molecules/cache_hit_rate", self.scorer.hit_rate)
             log_metric("molecules/oracle_calls", float(self.scorer.oracle_calls))
         return scores
@@ -69,7 +73,8 @@ def _diversity_filter(spec: DiversityFilter | Mapping[str, Any] | None) -> Diver
 class MoleculeTask:
     """SMILES generation with cheap RDKit rewards; implements reward_funcs, outcome_key and behavior.
 
-    `components`, `extra_components`, `weights` and `hbd_threshold` configure the MPO (see `MPO`);
+    `components`, `extra_components`, `weights`, `hbd_threshold` and `sanity` (the chemistry gate: "auto",
+    false, or a dict of `ChemistryGate` arguments such as {min_heavy_atoms: 12}) configure the MPO (see `MPO`);
     `diversity_filter` (a `DiversityFilter`, or a dict of its keyword arguments as recipes' task_args
     give it) wraps the reward; `workers` > 1 scores batches with at least `pool_threshold`
     new molecules in a process pool (see `CachedScorer`); the ranges normalise the QD descriptors.
@@ -86,6 +91,7 @@ class MoleculeTask:
         extra_components: Mapping[str, SmilesComponent] | None = None,
         weights: Mapping[str, float] | None = None,
         hbd_threshold: int = 3,
+        sanity: Any = "auto",
         diversity_filter: DiversityFilter | Mapping[str, Any] | None = None,
         workers: int = 1,
         pool_threshold: int = 256,
@@ -95,7 +101,8 @@ class MoleculeTask:
         for field, (low, high) in (("molwt_range", molwt_range), ("logp_range", logp_range)):
             if not low < high:
                 raise ValueError(f"{field} must be (low, high) with low < high, got {(low, high)}")
-        self.mpo = MPO(components, extra_components=extra_components, weights=weights, hbd_threshold=hbd_threshold)
+        self.mpo = MPO(components, extra_components=extra_components, weights=weights, hbd_threshold=hbd_threshold,
+                       sanity=sanity)
         self.scorer = CachedScorer(self.mpo, workers=workers, pool_threshold=pool_threshold)
         self.diversity_filter = _diversity_filter(diversity_filter)
         self.molwt_range = molwt_range
@@ -105,15 +112,15 @@ class MoleculeTask:
     def reward_funcs(self) -> list[Callable[..., list[float]]]:
         """One reward function: the cached MPO, through the diversity filter when one is configured."""
         reward = MoleculeReward(self.scorer)
-        return [reward if self.diversity_filter is None else self.diversity_filter.wrap(reward)]
+        return [reward if self.diversity_filter is None else self.diversity_filter.wrap(reward, extract=answer_smiles)]
 
     def outcome_key(self, completion: Any, **row: Any) -> str | None:
         """IPS outcome: the canonical SMILES of the completion's molecule, None when there is none."""
-        return extract_smiles(completion)
+        return answer_smiles(completion, row.get("prompt"))
 
     def behavior(self, completion: Any, **row: Any) -> tuple[float, float] | None:
         """QD descriptor in [0, 1]^2: (molecular weight, Crippen logP) normalised by their ranges."""
-        smiles = extract_smiles(completion)
+        smiles = answer_smiles(completion, row.get("prompt"))
         return None if smiles is None else self._descriptors(smiles)
 
     def _descriptors_of(self, smiles: str) -> tuple[float, float] | None:
