@@ -195,6 +195,10 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             if getattr(args, name) == _CONFIG_DEFAULTS[name]:
                 setattr(args, name, value)
         args.validate()
+        if args.population and args.ddp_find_unused_parameters is None:
+            # Members not trained at a step are unused parameters for DDP. Trainer.__init__ builds DDP's kwargs from
+            # this field, so it is set here, before; the population refuses an explicit False with several processes.
+            args.ddp_find_unused_parameters = True
         return args
 
     def new_diversity_state(self) -> DiversityState:

@@ -284,10 +284,9 @@ class PopulationMixin:
             raise ValueError(f"DivRLConfig.population_held_prompts ({args.population_held_prompts}) must be a "
                              f"multiple of the number of processes ({processes})")
         self._held_rows = self._take_held_prompts(args.population_held_prompts)
-        # Members not trained at a step have no gradient: under DDP they are unused parameters.
-        if args.ddp_find_unused_parameters is None:
-            args.ddp_find_unused_parameters = True
-        elif not args.ddp_find_unused_parameters and processes > 1:
+        # Members not trained at a step have no gradient: under DDP they are unused parameters. DivRLTrainer sets
+        # ddp_find_unused_parameters=True before Trainer.__init__ builds DDP's kwargs (a write here came too late).
+        if args.ddp_find_unused_parameters is False and processes > 1:
             raise ValueError("DivRLConfig.ddp_find_unused_parameters must not be False with population=True: the "
                              "members not trained at a step are unused parameters for DDP (leave it unset)")
 
