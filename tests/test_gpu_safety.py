@@ -24,3 +24,42 @@ def test_population_sets_find_unused_parameters_before_the_accelerator_is_built(
     trainer = population_trainer(tiny_qwen3, tmp_path)
     assert seen == [True], "DDP's kwargs are built in Trainer.__init__: a later write has no effect"
     assert trainer.accelerator.ddp_handler.find_unused_parameters is True
+
+
+def _quantized_cases(tiny_qwen3: Path):
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    flagged = AutoModelForCausalLM.from_pretrained(tiny_qwen3)
+    flagged.is_loaded_in_4bit = True  # what transformers' bitsandbytes quantizer sets on a 4-bit model
+    return [
+        (str(tiny_qwen3), {"model_init_kwargs": {"quantization_config": BitsAndBytesConfig(load_in_4bit=True)}}, {}),
+        (str(tiny_qwen3), {"model_init_kwargs": {"quantization_config": {"load_in_8bit": True}}}, {}),
+        (str(tiny_qwen3), {}, {"quantization_config": BitsAndBytesConfig(load_in_4bit=True)}),
+        (flagged, {}, {}),
+    ]
+
+
+def test_population_with_vllm_on_a_quantized_base_is_refused(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from trainer_helpers import ToyTask, lora_config, make_config, prompt_dataset
+
+    from divrl import DivRLTrainer
+
+    for model, config, kwargs in _quantized_cases(tiny_qwen3):
+        args = make_config(tmp_path, population=True, population_size=2, population_top_m=1,
+                           population_held_prompts=2, use_vllm=True, **config)
+        with pytest.raises(ValueError, match=r"population.*use_vllm.*requantis"):
+            DivRLTrainer(model, args=args, train_dataset=prompt_dataset(), peft_config=lora_config(),
+                         task=ToyTask(), **kwargs)
+
+
+def test_quantized_base_detection(tiny_qwen3: Path) -> None:
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    from divrl.trainers.divrl_trainer import quantized_base
+
+    for model, config, kwargs in _quantized_cases(tiny_qwen3):
+        assert quantized_base(model, config.get("model_init_kwargs"), kwargs.get("quantization_config"))
+    assert quantized_base(str(tiny_qwen3), None, None) is None
+    unquantized = {"quantization_config": BitsAndBytesConfig(load_in_4bit=False)}
+    assert quantized_base(str(tiny_qwen3), unquantized, None) is None
+    assert quantized_base(AutoModelForCausalLM.from_pretrained(tiny_qwen3), None, None) is None

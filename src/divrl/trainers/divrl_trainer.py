@@ -146,6 +146,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         if isinstance(model, os.PathLike):
             model = os.fspath(model)  # TRL loads only `str` paths
         args = self._prepare_args(model, args)
+        _refuse_population_vllm_on_quantized_base(model, args, trainer_kwargs.get("quantization_config"))
         if reward_funcs is None and task is not None:
             reward_funcs = task.reward_funcs()
         self.task = task
@@ -612,6 +613,36 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             raise ValueError(f"resume_from_checkpoint: {checkpoint!r} holds the task state of {len(task_states)} "
                              f"process(es), this run has {self.accelerator.num_processes}: resume with as many")
         self.task.load_state_dict(task_states[self.accelerator.process_index])
+
+
+def quantized_base(model: Any, model_init_kwargs: dict | None, quantization_config: Any) -> str | None:
+    """'4-bit' / '8-bit' when the base model is (or will load) bitsandbytes-quantised, else None: a model object's
+    flags (set by transformers' quantizer), or for a path the quantization_config GRPOTrainer will load it with."""
+    if not isinstance(model, str):
+        for bits in (4, 8):
+            if getattr(model, f"is_loaded_in_{bits}bit", False):
+                return f"{bits}-bit"
+        return None
+    config = quantization_config or (model_init_kwargs or {}).get("quantization_config")
+    for bits in (4, 8):
+        flag = f"load_in_{bits}bit"
+        if (config.get(flag) if isinstance(config, dict) else getattr(config, flag, False)):
+            return f"{bits}-bit"
+    return None
+
+
+def _refuse_population_vllm_on_quantized_base(model: Any, args: DivRLConfig, quantization_config: Any) -> None:
+    """TRL syncs LoRA weights to vLLM by merging the adapter into the base and unmerging it; on a bitsandbytes
+    base that dequantises and requantises the shared base weights at every sync, and a population syncs at every
+    member switch (and for every member at each selection), so rounding error accumulates in the base."""
+    if not (args.population and args.use_vllm):
+        return
+    bits = quantized_base(model, args.model_init_kwargs, quantization_config)
+    if bits is not None:
+        raise ValueError(
+            f"DivRLConfig.population with use_vllm=True on a {bits} (bitsandbytes) base model is refused: TRL's weight "
+            "sync merges each member's LoRA into the shared base and unmerges it, which requantises the base at every "
+            "member switch. Use use_vllm=False (transformers generation) or an unquantised base (quantize: none)")
 
 
 def _divrl_config_from(args: GRPOConfig) -> DivRLConfig:
