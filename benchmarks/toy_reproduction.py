@@ -201,9 +201,15 @@ def ideas(workers: int) -> dict[str, Any]:
     by_method = {method: numbers for method, numbers, _ in results}
     rows = {method: by_method[method] for method in IDEA_METHODS}
     cpu = sum(seconds for _, _, seconds in results)
+    return {"rows": rows, "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "workers": workers,
+            "claims": ideas_claims(rows, wall)}
+
+
+def ideas_claims(rows: dict[str, Any], wall: float) -> dict[str, bool]:
+    """The ideas table's claims from its rows and its wall time."""
     mean = {m: {k: float(np.mean(v)) for k, v in r.items()} for m, r in rows.items()}
     others = [m for m in IDEA_METHODS if m != "maxent"]
-    claims = {
+    return {
         "pop max reward > grpo max reward": mean["pop"]["max_reward"] > mean["grpo"]["max_reward"],
         "maxent has the highest diversity": all(mean["maxent"]["diversity"] > mean[m]["diversity"] for m in others),
         "maxent has the highest complexity": all(mean["maxent"]["complexity"] > mean[m]["complexity"] for m in others),
@@ -213,8 +219,35 @@ def ideas(workers: int) -> dict[str, Any]:
             mean["ips"]["outcomes_per_group"] > mean["grpo"]["outcomes_per_group"]),
         "ideas table under 120 s wall": wall < 120,
     }
-    return {"rows": rows, "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "workers": workers,
-            "claims": claims}
+
+
+POPULATION_METHODS = [m for m in IDEA_METHODS if "pop" in m]
+
+
+def rerun_population(workers: int) -> None:
+    """Rerun only the ideas rows that use the population code (after a change to it), keep every other row of
+    the stored results, re-evaluate the claims and rewrite toy.json / toy.md saying what was rerun when."""
+    path = RESULTS / "toy.json"
+    results = json.loads(path.read_text())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+                            cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        rerun = list(pool.map(_ideas_worker, POPULATION_METHODS))
+    wall = time.perf_counter() - start
+    ideas_part = results["ideas"]
+    for method, numbers, _ in rerun:
+        ideas_part["rows"][method] = numbers
+    # The whole-table wall time is that of the last full run; the rerun's own time is recorded beside it.
+    ideas_part["claims"] = ideas_claims(ideas_part["rows"], ideas_part["wall_seconds"])
+    results["population_rerun"] = {
+        "methods": POPULATION_METHODS, "wall_seconds": round(wall, 1), "workers": workers,
+        "cpu_seconds": round(sum(seconds for _, _, seconds in rerun), 1), "machine": machine(), "commit": commit,
+    }
+    path.write_text(json.dumps(results, indent=1))
+    text = markdown(results)
+    (RESULTS / "toy.md").write_text(text)
+    print(text)
 
 
 IPS_OUTCOMES = ("peak", "grid4", "cell")
@@ -304,7 +337,16 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {method} | " + " | ".join(cells) + f" | {seed} |")
     lines += ["", f"Whole ideas table (6 methods x 5 seeds x 120 epochs): **{ide['wall_seconds']} s wall** with "
               f"{ide['workers']} worker processes, process start-up included ({ide['cpu_seconds']} CPU s inside the "
-              "training calls), on the shared machine described above.", "",
+              "training calls), on the shared machine described above.", ""]
+    rerun = results.get("population_rerun")
+    if rerun:
+        rm = rerun["machine"]
+        lines += [f"Rows {', '.join(rerun['methods'])} rerun on {rm['date']} (commit {rerun['commit']}, "
+                  "`--population-only`) after the population restart noise became relative to the soup (issue 14.1); "
+                  f"{rerun['wall_seconds']} s wall for those rows with {rerun['workers']} workers, load average "
+                  f"{rm['load_average_1_5_15']}. Every other row and the whole-table wall time are from the full run "
+                  f"of {m['date']}.", ""]
+    lines += [
               "IPS outcome key on ideas (`--ips-outcome`; same seeds and defaults, run after the timed table):", "",
               "| method | mean R | max R | diversity | complexity | outcomes / group (by its own key) |",
               "|---|---|---|---|---|---|"]
@@ -396,7 +438,10 @@ def notes(results: dict[str, Any]) -> list[str]:
         "for a policy whose entropy contracts below it.",
         f"Ideas, where we differ: our GRPO diversity falls further ({grpo['diversity']:.3f} vs the seed's 0.9675, "
         f"multi-seed 0.9507 ± 0.0264) and so does Pop's ({pop['diversity']:.3f} vs 0.9969). By construction, after "
-        "every soup the K members are one policy plus N(0, 0.01^2) weight noise, so the population's ideas are "
+        "every soup the K members are one policy plus restart noise relative to it (each weight tensor moves by "
+        f"pop_sigma = {config('ideas').pop_sigma:g} of the soup tensor's norm, `divrl.core.perturb_relative_`, the "
+        "same rule as the LoRA trainer; seed 000's absolute sigma_p = 0.01 is 0.2-0.34 of our MLP's hidden-layer "
+        "weights at the first soup), so the population's ideas are "
         "about as diverse as one member's; the paper does not say how its Pop kept 0.997. Pop's complexity "
         f"contracts like GRPO's ({pop['complexity']:.2f}) where the seed reports 3.75 with slight expansion. Pop's "
         "max reward is taken over the population's 5 x 128 ideas per epoch against GRPO's 128, so part of its "
@@ -409,7 +454,13 @@ def notes(results: dict[str, Any]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="processes for the ideas table (default 2)")
+    parser.add_argument("--population-only", action="store_true",
+                        help="rerun only the ideas rows that use the population code (" + ", ".join(POPULATION_METHODS)
+                        + ") and update the stored results around them")
     args = parser.parse_args()
+    if args.population_only:
+        rerun_population(args.workers)
+        return
     start = time.perf_counter()
     results: dict[str, Any] = {}
     for name, section in (("ideas", lambda: ideas(args.workers)),
