@@ -101,6 +101,72 @@ def test_presets_switch_their_method_on(tiny_qwen3: Path, tmp_path: Path) -> Non
     assert divergence.args.divergence == "forward_kl"  # a configured value wins over the preset
 
 
+def test_explicit_values_win_over_presets_even_when_equal_to_the_default(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # Issue 14.4: MaxEntGRPOTrainer with an explicit novelty_coef=0.0 trained with the preset's 0.3.
+    from transformers import AutoTokenizer
+
+    from divrl import DivergenceGRPOTrainer, MaxEntGRPOTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3)
+    maxent = MaxEntGRPOTrainer(str(tiny_qwen3), distinct_chars_reward,
+                               args=make_config(tmp_path, novelty_coef=0.0, length_bins=0),
+                               train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    assert (maxent.args.maxent_entropy_target, maxent.args.novelty_coef, maxent.args.length_bins) == (1.0, 0.0, 0)
+    assert not maxent.args.novelty_enabled and not maxent.args.length_bins_enabled
+    divergence = DivergenceGRPOTrainer(str(tiny_qwen3), distinct_chars_reward,
+                                       args=make_config(tmp_path, divergence=None),
+                                       train_dataset=prompt_dataset(), processing_class=tokenizer,
+                                       peft_config=lora_config())
+    assert divergence.args.divergence is None
+
+
+@pytest.mark.parametrize("source", ["python", "cli", "recipe"])
+def test_presets_fill_only_unset_fields_from_python_cli_and_recipes(source: str, tmp_path: Path) -> None:
+    from trl import TrlParser
+
+    from divrl import DivRLConfig, IPSGRPOTrainer, MaxEntGRPOTrainer, PopulationGRPOTrainer
+
+    explicit = {"novelty_coef": 0.0, "ips": False, "maxent_entropy_target": 1.5}
+
+    def build(values: dict[str, Any]) -> Any:
+        values = {"output_dir": str(tmp_path), "use_cpu": True, "bf16": False, **values}
+        if source == "python":
+            return DivRLConfig(**values)
+        parser = TrlParser((DivRLConfig,))
+        if source == "cli":
+            argv = [x for k, v in values.items() for x in (f"--{k}", str(v))]
+        else:
+            recipe = tmp_path / "recipe.yaml"
+            recipe.write_text("".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}\n"
+                                      for k, v in values.items()))
+            argv = ["--config", str(recipe)]
+        return parser.parse_args_and_config(argv)[0]
+
+    config = build(explicit)
+    assert (config.novelty_coef, config.ips, config.maxent_entropy_target) == (0.0, False, 1.5)
+    for preset in (MaxEntGRPOTrainer.preset, IPSGRPOTrainer.preset, PopulationGRPOTrainer.preset):
+        config.apply_preset(preset)
+    # Set by the user: kept. Unset: the presets' values.
+    assert (config.novelty_coef, config.ips, config.maxent_entropy_target) == (0.0, False, 1.5)
+    assert (config.length_bins, config.population) == (3, True)
+    fresh = build({})
+    assert (fresh.ips, fresh.novelty_coef, fresh.length_bins, fresh.divergence) == (False, 0.0, 0, None)
+    fresh.apply_preset(MaxEntGRPOTrainer.preset)
+    assert (fresh.maxent_entropy_target, fresh.novelty_coef, fresh.length_bins) == (1.0, 0.3, 3)
+    with pytest.raises(ValueError, match="DivRLConfig.novelty_k cannot take a preset"):
+        fresh.apply_preset({"novelty_k": 3})
+
+
+def test_a_bare_switch_flag_still_turns_its_method_on(tmp_path: Path) -> None:
+    from trl import TrlParser
+
+    from divrl import DivRLConfig
+
+    (config,) = TrlParser((DivRLConfig,)).parse_args_and_config(["--output_dir", str(tmp_path), "--use_cpu", "true",
+                                                                 "--bf16", "false", "--ips", "--qd", "false"])
+    assert config.ips is True and config.qd is False and "ips" not in config._unset_fields
+
+
 def test_import_divrl_stays_light() -> None:
     code = "import sys, divrl; heavy = {'torch', 'trl', 'transformers'} & set(sys.modules); assert not heavy, heavy"
     subprocess.run([sys.executable, "-c", code], check=True)

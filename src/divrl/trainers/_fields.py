@@ -1,6 +1,31 @@
-"""Shared helper for the documented dataclass fields of DivRLConfig and its method mixins."""
+"""Shared helpers for the documented dataclass fields of DivRLConfig and its method mixins."""
+
+from __future__ import annotations
+
+from typing import Any
 
 
 def _help(text: str) -> dict[str, str]:
     """Field metadata carrying the help text TrlParser shows for `--field`."""
     return {"help": text}
+
+
+class Unset:
+    """Default of a field that a preset trainer may fill in (e.g. `novelty_coef` for MaxEntGRPOTrainer).
+
+    `DivRLConfig.__post_init__` replaces it by `value` and records the field as not set by the user, so a
+    value the user gives (even one equal to the default) is never overwritten by a preset. It is a distinct
+    object, not a value: HfArgumentParser / TrlParser hand a field's default through unchanged when the flag
+    or recipe key is absent, so the same rule holds for configs built in Python and from recipes or the CLI.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+    def __str__(self) -> str:
+        return str(self.value)

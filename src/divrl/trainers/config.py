@@ -8,12 +8,13 @@ Misconfiguration raises `ValueError` naming the field, at construction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from trl import GRPOConfig
 
 from divrl.core.divergence import DIVERGENCES
-from divrl.trainers._fields import _help
+from divrl.trainers._fields import Unset, _help
 from divrl.trainers.flowrl import FlowRLConfig
 from divrl.trainers.population import PopulationConfig
 
@@ -33,7 +34,7 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     """
 
     # --- IPS (seed 001): rewards divided by the in-group frequency of their outcome ---
-    ips: bool = field(default=False, metadata=_help(
+    ips: bool = field(default=Unset(False), metadata=_help(
         "Inverse probability scaling of rewards (seed 001, Eq. 9). Default False."))
     ips_epsilon: float = field(default=1e-3, metadata=_help(
         "Probability floor epsilon in r / max(p_hat, epsilon) (seed 001, Eq. 9; the paper ablates it). "
@@ -44,7 +45,7 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "class (canonical hypothesis, scaffold); the text fallback is a divrl choice. Default 'auto'."))
 
     # --- QD (seed 000, Sec. 4.1): MAP-Elites archive bonuses ---
-    qd: bool = field(default=False, metadata=_help(
+    qd: bool = field(default=Unset(False), metadata=_help(
         "Quality-diversity archive bonuses (seed 000, Eq. 3); needs a task with a `behavior` hook. Default False."))
     qd_dims: list[int] | None = field(default=None, metadata=_help(
         "Cells per behaviour dimension. Default None = 10 cells per dimension of task.behavior_dims "
@@ -61,7 +62,7 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "distinct prompt. Default 'global'."))
 
     # --- MaxEnt (seed 000, Sec. 4.2): adaptive entropy bonus, kNN novelty, length-conditional advantages ---
-    maxent_entropy_target: float | None = field(default=None, metadata=_help(
+    maxent_entropy_target: float | None = field(default=Unset(None), metadata=_help(
         "Target per-token entropy H* for the dual-descent entropy coefficient (seed 000, Eq. 4; the paper's "
         "default H* = 1.0). It drives TRL's entropy bonus coefficient `entropy_coef`. Default None (off)."))
     maxent_alpha_lr: float = field(default=0.01, metadata=_help(
@@ -72,7 +73,7 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "falls below the target: divrl choice). Default 0.0."))
     maxent_alpha_max: float | None = field(default=None, metadata=_help(
         "Upper bound on alpha (None = unbounded, as in seed 000). Default None."))
-    novelty_coef: float = field(default=0.0, metadata=_help(
+    novelty_coef: float = field(default=Unset(0.0), metadata=_help(
         "Novelty coefficient gamma of the kNN novelty bonus (seed 000, Eq. 5: gamma = 0.3). Default 0.0 (off)."))
     novelty_memory_size: int = field(default=512, metadata=_help(
         "Rolling memory size M of past completion embeddings (seed 000: 512). Default 512."))
@@ -82,13 +83,13 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "mean-pooled last hidden state over the completion: one extra no-grad forward) or 'task' (task.embed). "
         "Seed 000's simulated ideas are vectors already (kNN over them, k=5, memory 512); for text the cheap "
         "default is a divrl choice. Default 'ngram'."))
-    length_bins: int = field(default=0, metadata=_help(
+    length_bins: int = field(default=Unset(0), metadata=_help(
         "Number L of completion-length percentile bins inside each group for length-conditional advantage "
         "normalisation (seed 000, Eq. 6: L = 3; centred within each bin, then scaled as `scale_rewards` says: "
         "by the bin's std for 'group'). 0 = off (TRL's normalisation). Default 0."))
 
     # --- Divergence to the initial policy (seed 004, DPH-RL) ---
-    divergence: str | None = field(default=None, metadata=_help(
+    divergence: str | None = field(default=Unset(None), metadata=_help(
         "Divergence to the reference (initial) policy added to the loss: 'reverse_kl', 'forward_kl', 'js' or "
         "'alpha' (seed 004 recommends the mass-covering forward_kl / js). Adds to TRL's `beta` k3 term; set "
         "beta=0 to replace it. On policy samples the loss carries the score-function term, so each option "
@@ -119,7 +120,31 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "closes each worked example of its base prompts); [] = none. divrl choice. Default None."))
 
     def __post_init__(self) -> None:
+        self._resolve_unset()
         super().__post_init__()
+        self.validate()
+
+    def _resolve_unset(self) -> None:
+        """Give every field still holding its `Unset` default its value, and remember it as not set by the user."""
+        unset = set(getattr(self, "_unset_fields", ()))
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if isinstance(value, Unset):
+                setattr(self, spec.name, value.value)
+                unset.add(spec.name)
+        self._unset_fields = unset
+
+    def apply_preset(self, preset: dict[str, Any]) -> None:
+        """Set the preset's fields that the user left unset (explicit values win, even ones equal to a default),
+        then validate again."""
+        self._resolve_unset()
+        for name, value in preset.items():
+            spec = self.__dataclass_fields__.get(name)
+            if spec is None or not isinstance(spec.default, Unset):
+                raise ValueError(f"DivRLConfig.{name} cannot take a preset: its default is not an Unset marker")
+            if name in self._unset_fields:
+                setattr(self, name, value)
+                self._unset_fields.discard(name)
         self.validate()
 
     def validate(self) -> None:

@@ -67,7 +67,6 @@ DEFAULT_CELLS_PER_DIM = 10  # seed 000: a 10 x 10 grid
 # Keys of TRL's generation output that `_get_per_token_logps_and_entropies` takes (multimodal inputs).
 _FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
                  "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
-_CONFIG_DEFAULTS = {f.name: f.default for f in fields(DivRLConfig)}
 
 
 class DiversityState:
@@ -131,7 +130,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     `reward_funcs()` are used when `reward_funcs` is not given.
     """
 
-    # Config fields a preset subclass switches on (applied when the field still has its default).
+    # Config fields a preset subclass switches on (applied to the fields the user did not set).
     preset: ClassVar[dict[str, Any]] = {}
 
     def __init__(
@@ -192,10 +191,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
                 f"{type(self).__name__} needs a trl.GRPOConfig or a divrl.DivRLConfig (a GRPOConfig subclass with the "
                 f"diversity fields), got {type(args).__name__}"
             )
-        for name, value in self.preset.items():
-            if getattr(args, name) == _CONFIG_DEFAULTS[name]:
-                setattr(args, name, value)
-        args.validate()
+        args.apply_preset(self.preset)  # only fields the user left unset: explicit values win, even default ones
         if args.population and args.ddp_find_unused_parameters is None:
             # Members not trained at a step are unused parameters for DDP. Trainer.__init__ builds DDP's kwargs from
             # this field, so it is set here, before; the population refuses an explicit False with several processes.

@@ -38,7 +38,7 @@ import torch
 from transformers import TrainerCallback
 
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, TrajectoryBalanceTerms, trajectory_balance_terms
-from divrl.trainers._fields import _help
+from divrl.trainers._fields import Unset, _help
 
 LOG_Z_FILE = "flowrl_log_z.pt"
 # FlowRL's reference code: ProjZModule(hidden_size, num_layers=3, dropout=0.1), width = the model's hidden size.
@@ -52,7 +52,7 @@ FLOWRL_LOG_Z_DROPOUT = 0.1
 class FlowRLConfig:
     """The FlowRL fields of `DivRLConfig`, each with its default and source (Zhu et al. 2025 and its code)."""
 
-    flowrl: bool = field(default=False, metadata=_help(
+    flowrl: bool = field(default=Unset(False), metadata=_help(
         "FlowRL (Zhu et al. 2025; the baseline of seed 001): the trajectory-balance loss with a learned log Z "
         "replaces GRPO's clipped surrogate. Default False."))
     flowrl_beta: float = field(default=FLOWRL_BETA, metadata=_help(

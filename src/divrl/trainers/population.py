@@ -60,7 +60,7 @@ from divrl.core.population import (
     selection_scores,
 )
 from divrl.task import completion_text
-from divrl.trainers._fields import _help
+from divrl.trainers._fields import Unset, _help
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ MEMBER_PREFIX = "member_"
 class PopulationConfig:
     """The Population-GRPO fields of `DivRLConfig` (seed 000, Sec. 4.3), each with its default and source."""
 
-    population: bool = field(default=False, metadata=_help(
+    population: bool = field(default=Unset(False), metadata=_help(
         "Population-GRPO (seed 000, Sec. 4.3): K LoRA adapters on one base model, periodically scored, souped "
         "and restarted from the soup plus noise. Needs peft_config=LoraConfig(...). Default False."))
     population_size: int = field(default=5, metadata=_help(

@@ -1,4 +1,5 @@
-"""Thin presets: a `DivRLTrainer` with one method switched on (any field left at its default gets the preset).
+"""Thin presets: a `DivRLTrainer` with one method switched on (fields the user did not set get the preset;
+a value the user set, even one equal to the default such as `novelty_coef=0.0`, is kept).
 
 Each accepts exactly DivRLTrainer's arguments; combine methods with `DivRLTrainer` and a `DivRLConfig`.
 """
