@@ -63,3 +63,23 @@ def test_quantized_base_detection(tiny_qwen3: Path) -> None:
     unquantized = {"quantization_config": BitsAndBytesConfig(load_in_4bit=False)}
     assert quantized_base(str(tiny_qwen3), unquantized, None) is None
     assert quantized_base(AutoModelForCausalLM.from_pretrained(tiny_qwen3), None, None) is None
+
+
+@pytest.mark.slow
+def test_soup_svd_is_computed_on_rank_zero_and_broadcast(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    script = Path(__file__).with_name("soup_broadcast_script.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{i}.pt", weights_only=True) for i in range(2)]
+    assert ranks[0]["svd_calls"] == 2 and ranks[1]["svd_calls"] == 0, "one SVD per layer, on rank 0 only"
+    assert ranks[0]["error"] == ranks[1]["error"] > 0
+    for a, b in zip(ranks[0]["factors"], ranks[1]["factors"], strict=True):
+        assert torch.equal(a, b)

@@ -200,7 +200,7 @@ def soup_adapters(model: torch.nn.Module, sources: Sequence[str], targets: Seque
         kept = lora_rank if rank is None else rank
         if kept > lora_rank:
             raise ValueError(f"DivRLConfig.population_soup_rank ({kept}) exceeds the LoRA rank {lora_rank} of {name}")
-        lora_a, lora_b, error = project_to_rank(delta, kept, layer.scaling[targets[0]])
+        lora_a, lora_b, error = _on_rank_zero(project_to_rank, delta, kept, layer.scaling[targets[0]])
         for target in targets:
             a, b = layer.lora_A[target].weight, layer.lora_B[target].weight
             a.zero_()
@@ -211,6 +211,20 @@ def soup_adapters(model: torch.nn.Module, sources: Sequence[str], targets: Seque
         squared_norm += norm
         squared_error += error**2 * norm
     return math.sqrt(squared_error / squared_norm) if squared_norm > 0 else 0.0
+
+
+def _on_rank_zero(function: Any, *args: Any) -> Any:
+    """`function(*args)` (a tuple) computed on rank 0 only and broadcast to every process under torch.distributed:
+    an SVD's singular vectors are defined up to sign, and processes computing their own could disagree."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return function(*args)
+    result = [None]
+    if dist.get_rank() == 0:  # CPU tensors: an unpickled CUDA tensor would land on rank 0's device index
+        result = [tuple(x.cpu() if isinstance(x, torch.Tensor) else x for x in function(*args))]
+    dist.broadcast_object_list(result, src=0)
+    return result[0]
 
 
 # ---------------------------------------------------------------------------------- trainer side
