@@ -177,6 +177,39 @@ def test_entropy_coefficient_follows_dual_descent(tiny_qwen3: Path, tmp_path: Pa
     assert applied == pytest.approx([0.0, *expected[:-1]], rel=1e-5)  # TRL applies last step's alpha
 
 
+@pytest.mark.parametrize("quantile", [1.0, 0.5])
+def test_entropy_controller_measures_the_tokens_the_bonus_acts_on(quantile: float, tiny_qwen3: Path,
+                                                                   tmp_path: Path) -> None:
+    # Issue 14.5: with top_entropy_quantile < 1 TRL's bonus acts on the top-entropy tokens; the controller measured
+    # every completion token, so it drove a quantity the bonus does not act on.
+    from divrl import DivRLTrainer
+
+    tokenizer = _tokenizer(tiny_qwen3)
+    trainer = DivRLTrainer(str(tiny_qwen3), _reward_table({c: float(len(c)) for c in COMPLETIONS}),
+                           args=make_config(tmp_path, maxent_entropy_target=10.0, top_entropy_quantile=quantile,
+                                            temperature=0.05),  # sharpens the tiny model's near-uniform tokens
+                           train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    randomize_lora(trainer.model)
+    inputs = _generation_batch(trainer, tokenizer, COMPLETIONS)
+    controller, measured = trainer.diversity_state.entropy, []
+    update = controller.update
+    controller.update = lambda entropy: (measured.append(entropy), update(entropy))[1]
+    trainer.compute_loss(trainer.model, inputs)
+
+    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    width = inputs["completion_ids"].shape[1]
+    with torch.no_grad():
+        logits = trainer.model(input_ids=input_ids, attention_mask=attention).logits.float()[:, -width - 1 : -1]
+    logp = torch.log_softmax(logits / 0.05, dim=-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    mask = inputs["completion_mask"].bool()
+    top = (entropy >= torch.quantile(entropy[mask], 1 - quantile)) & mask
+    assert len(measured) == 1 and measured[0] == pytest.approx(entropy[top].mean().item(), rel=1e-4)
+    if quantile < 1:
+        assert top.sum() < mask.sum() and abs(entropy[top].mean() - entropy[mask].mean()) > 0.01 * entropy[mask].mean()
+
+
 # ------------------------------------------------------------------------------------------- divergences
 def _generation_batch(trainer, tokenizer, completions: list[str]) -> dict[str, Any]:
     """Generate-and-score one batch of scripted completions in train mode (what the loss receives)."""

@@ -7,7 +7,8 @@ Where each method hooks into TRL (trl 1.16):
 - Length-conditional advantages: `_generate_and_score_completions`, recomputed on the global batch and
   sliced back to this process exactly as TRL slices advantages.
 - Entropy: seed 000's dual-descent coefficient (`divrl.core.AdaptiveEntropyCoefficient`) sets TRL's own
-  `entropy_coef` before every loss; TRL's entropy bonus does the rest.
+  `entropy_coef` before every loss; TRL's entropy bonus does the rest. The controller measures the entropy of
+  the tokens the bonus acts on (TRL's top-entropy tokens when `top_entropy_quantile` < 1).
 - Divergence: `_compute_loss`, from the per-token log-probs TRL's loss forward already computed (captured,
   not recomputed), aggregated like TRL's entropy bonus (masked token mean / gradient-accumulation steps).
 - FlowRL: `divrl.trainers.flowrl.FlowRLMixin` (a base class) replaces GRPO's surrogate in `_compute_loss`.
@@ -174,6 +175,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         self._entropy_window: torch.Tensor | None = None
         self._capturing_loss_forward = False
         self._loss_forward: tuple | None = None
+        self._loss_entropy_mask: torch.Tensor | None = None
         self._global_rewards_per_func: torch.Tensor | None = None
         self._global_lengths: torch.Tensor | None = None
 
@@ -453,11 +455,18 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             self._loss_forward = result
         return result
 
+    def get_high_entropy_mask(self, entropies, mask, threshold):  # noqa: D102 (TRL hook)
+        result = super().get_high_entropy_mask(entropies, mask, threshold)
+        if self._capturing_loss_forward:
+            self._loss_entropy_mask = result  # the tokens TRL's loss and entropy bonus act on
+        return result
+
     def _compute_loss(self, model, inputs):  # noqa: D102 (TRL hook)
         entropy_controller = self.diversity_state.entropy
         if entropy_controller is not None:
             self.entropy_coef = entropy_controller.alpha
         self._capturing_loss_forward = True
+        self._loss_entropy_mask = None
         try:
             loss = super()._compute_loss(model, inputs)
         finally:
@@ -478,7 +487,11 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             elif mode == "train":
                 loss = loss + self._rehearsal_divergence_term(model, accumulation)
         if entropy_controller is not None and mode == "train":
-            self._update_entropy_controller(entropy_controller, entropies, mask)
+            # Measure the entropy the bonus drives: TRL's bonus acts on the top-entropy tokens when
+            # top_entropy_quantile < 1, so the controller measures those same tokens.
+            bonus_mask = mask if self._loss_entropy_mask is None else mask * self._loss_entropy_mask
+            self._update_entropy_controller(entropy_controller, entropies, bonus_mask)
+        self._loss_entropy_mask = None
         return loss
 
     @staticmethod
