@@ -1,16 +1,23 @@
-"""Seconds per GRPO step of the embedded Gemma-3-270M on the CPU: vanilla TRL next to divrl's CPU path.
+"""Seconds per GRPO step of the embedded Gemma-3-270M on the CPU: vanilla TRL, divrl's earlier CPU path, divrl now.
 
-Both arms train the same model (LoRA r=16 on all linear projections, float32, no gradient checkpointing) on
-HypoSpace causal prompts (3-shot base prompts), G completions of exactly L tokens per step (min_new_tokens = L
-in both arms, so every step does the same work), one optimizer step per generation. The arms alternate
-within each round so they see the same machine load; a step's time is split into generation (sampling and
-decoding), scoring (rewards and any extra log-prob passes), the loss forward, the backward and the rest
-(optimizer). Wall and process-CPU seconds are both recorded. Writes benchmarks/results/cpu_step.json and .md.
+Every arm trains the same model (LoRA r=16 on all linear projections, float32, no gradient checkpointing) on the
+Boolean CPU recipe's data (HypoSpace Boolean, extended operators, depth 2, 3-shot base prompts, format reward
+0.2), G completions of at most L tokens per step, one optimizer step per generation:
+- `vanilla`: `trl.GRPOTrainer`; completions run to L or EOS (the base model runs on past the answer);
+- `before`: divrl's CPU path as it was before completions stopped at END (`CPUFastLogpsMixin` with the shared-prompt
+  loss forward and the shared prefill switched off, LoRA dropout 0.05 as the CPU recipes had);
+- `divrl`: `DivRLTrainer` as the CPU recipe runs it now: stop at the END line, each group's prompt computed once in
+  the loss forward and in the prefill (LoRA dropout 0, which that sharing needs to stay exact).
+The arms alternate within each round so they see the same machine load; a step's time is split into generation
+(sampling and decoding), scoring (rewards and any extra log-prob passes), the loss forward, the backward and the
+rest (optimizer). Wall and process-CPU seconds and each step's mean completion length are recorded. Writes
+benchmarks/results/cpu_step.json and .md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import functools
 import json
@@ -18,7 +25,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +33,9 @@ from machine import cpu_model
 
 RESULTS = Path(__file__).parent / "results"
 PHASES = ("generation", "scoring", "loss_forward", "backward", "other")
-ARMS = ("vanilla", "divrl")
+ARMS = ("vanilla", "before", "divrl")
+# The Boolean CPU recipe's task (recipes/embedded-cpu/hypospace-boolean).
+TASK_ARGS = {"operators": "extended", "max_depth": 2, "format_reward": 0.2}
 
 
 
@@ -66,21 +75,20 @@ class PhaseTimer:
         return out
 
 
-def build_trainer(arm: str, args: argparse.Namespace, dataset: Any, reward_funcs: list, out_dir: str) -> Any:
-    """A trainer of `arm` with its own copy of the model; both arms share every training setting."""
+def build_trainer(arm: str, args: argparse.Namespace, task: Any, dataset: Any, out_dir: str) -> Any:
+    """A trainer of `arm` with its own copy of the model; every arm shares every other training setting."""
     from trl import GRPOConfig, GRPOTrainer
 
+    from divrl import DivRLConfig, DivRLTrainer
     from divrl.models import default_lora_config, load_model_and_tokenizer
     from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 
     model, tokenizer = load_model_and_tokenizer(args.model, quantize="none", dtype="float32")
-    trainer_class = GRPOTrainer if arm == "vanilla" else type("DivRLCPUTrainer", (CPUFastLogpsMixin, GRPOTrainer), {})
-    config = GRPOConfig(
+    settings = dict(
         output_dir=os.path.join(out_dir, arm),
         per_device_train_batch_size=args.num_generations,
         num_generations=args.num_generations,
         max_completion_length=args.completion_length,
-        generation_kwargs={"min_new_tokens": args.completion_length},
         gradient_checkpointing=False,
         bf16=False,
         use_cpu=True,
@@ -92,14 +100,29 @@ def build_trainer(arm: str, args: argparse.Namespace, dataset: Any, reward_funcs
         disable_tqdm=True,
         seed=args.seed,
     )
-    return trainer_class(
-        model=model,
-        args=config,
-        reward_funcs=reward_funcs,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=default_lora_config(),
-    )
+    common = dict(model=model, reward_funcs=task.reward_funcs(), train_dataset=dataset, processing_class=tokenizer)
+    if arm == "divrl":
+        return DivRLTrainer(args=DivRLConfig(**settings), task=task, peft_config=default_lora_config(lora_dropout=0.0),
+                            **common)
+    trainer_class = GRPOTrainer if arm == "vanilla" else type("BeforeCPUTrainer", (CPUFastLogpsMixin, GRPOTrainer), {})
+    return trainer_class(args=GRPOConfig(**settings), peft_config=default_lora_config(), **common)
+
+
+@contextlib.contextmanager
+def arm_code(arm: str) -> Iterator[None]:
+    """The `before` arm runs divrl's CPU path with the prompt sharing of the loss forward and the prefill off."""
+    from divrl.trainers import cpu_fast
+
+    if arm != "before":
+        yield
+        return
+    saved = cpu_fast.shared_prompt_hidden_states, cpu_fast._prefill_distinct_rows
+    cpu_fast.shared_prompt_hidden_states = lambda *args, **kwargs: None
+    cpu_fast._prefill_distinct_rows = lambda model, ids, config, kwargs: model._prefill(ids, config, kwargs)
+    try:
+        yield
+    finally:
+        cpu_fast.shared_prompt_hidden_states, cpu_fast._prefill_distinct_rows = saved
 
 
 def timed_step(trainer: Any) -> dict[str, dict[str, float]]:
@@ -108,6 +131,7 @@ def timed_step(trainer: Any) -> dict[str, dict[str, float]]:
 
     timer = PhaseTimer()
     clocks: dict[str, tuple[float, float]] = {}
+    lengths: dict[str, float] = {}
 
     class StepClock(TrainerCallback):
         def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
@@ -115,6 +139,7 @@ def timed_step(trainer: Any) -> dict[str, dict[str, float]]:
 
         def on_step_end(self, *args: Any, **kwargs: Any) -> None:
             clocks["end"] = (time.perf_counter(), time.process_time())
+            lengths["completion_tokens"] = trainer._metrics["train"]["completions/mean_length"][-1]  # before logging
 
     wrapped = {
         "_generate": "generation",
@@ -134,7 +159,9 @@ def timed_step(trainer: Any) -> dict[str, dict[str, float]]:
             delattr(trainer, attribute)
         del trainer.accelerator.backward
     (wall_begin, cpu_begin), (wall_end, cpu_end) = clocks["begin"], clocks["end"]
-    return timer.step(wall_end - wall_begin, cpu_end - cpu_begin)
+    phases = timer.step(wall_end - wall_begin, cpu_end - cpu_begin)
+    phases["completion_tokens"] = lengths["completion_tokens"]
+    return phases
 
 
 def warm_up(trainer: Any, tokens: int = 32) -> None:
@@ -146,51 +173,66 @@ def warm_up(trainer: Any, tokens: int = 32) -> None:
 
 
 def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per arm and phase the median and the best (minimum) over rounds; the same-round speedups of the step
-    (vanilla / divrl) and the speedup of the best steps, the estimate least inflated by other jobs' load."""
+    """Per arm and phase the median and the best (minimum) over rounds; each other arm's time over divrl's, per
+    round (same load) and between the best steps (the estimate least inflated by other jobs' load)."""
     summary: dict[str, Any] = {}
     for kind in ("wall", "cpu"):
         phases = (*PHASES, "total")
         seconds = {arm: {p: [r[arm][kind][p] for r in rounds] for p in phases} for arm in ARMS}
-        speedups = [r["vanilla"][kind]["total"] / r["divrl"][kind]["total"] for r in rounds]
         summary[kind] = {
             "median_seconds": {arm: {p: statistics.median(v) for p, v in seconds[arm].items()} for arm in ARMS},
             "best_seconds": {arm: {p: min(v) for p, v in seconds[arm].items()} for arm in ARMS},
-            "speedup_per_round": speedups,
-            "median_speedup": statistics.median(speedups),
-            "best_speedup": min(seconds["vanilla"]["total"]) / min(seconds["divrl"]["total"]),
         }
+        for arm in ARMS[:-1]:
+            ratios = [r[arm][kind]["total"] / r["divrl"][kind]["total"] for r in rounds]
+            summary[kind][f"{arm}_over_divrl"] = {
+                "per_round": ratios,
+                "median": statistics.median(ratios),
+                "best": min(seconds[arm]["total"]) / min(seconds["divrl"]["total"]),
+            }
+    summary["completion_tokens"] = {arm: statistics.mean(r[arm]["completion_tokens"] for r in rounds) for arm in ARMS}
     return summary
 
 
 def write_markdown(path: Path, result: dict[str, Any]) -> None:
-    """The `## ` fragment for BENCHMARKS.md: best and median seconds per phase, the speedups and the machine."""
-    settings, wall, cpu = result["settings"], result["summary"]["wall"], result["summary"]["cpu"]
+    """The `## ` fragment for BENCHMARKS.md: best and median seconds per phase, the ratios and the machine."""
+    settings, summary = result["settings"], result["summary"]
+    wall, cpu = summary["wall"], summary["cpu"]
+    header = " | ".join(f"{arm} {stat}" for stat in ("best", "median") for arm in ARMS)
     rows = []
     for phase in (*PHASES, "total"):
         cells = [f"{wall[stat][arm][phase]:.1f}" for stat in ("best_seconds", "median_seconds") for arm in ARMS]
         rows.append(f"| {phase.replace('_', ' ')} | " + " | ".join(cells) + " |")
-    rounds = ", ".join(f"{s:.2f}x" for s in wall["speedup_per_round"])
+    tokens = " | ".join(f"{summary['completion_tokens'][arm]:.1f}" for arm in ARMS)
+    rows.append(f"| mean completion tokens | {tokens} | {tokens} |")
+    ratios = []
+    for arm in ARMS[:-1]:
+        w, c = wall[f"{arm}_over_divrl"], cpu[f"{arm}_over_divrl"]
+        ratios.append(f"- {arm} / divrl: {w['best']:.2f}x between the best steps; per round "
+                      f"{', '.join(f'{r:.2f}x' for r in w['per_round'])} (median {w['median']:.2f}x); process CPU "
+                      f"time {c['best']:.2f}x between the best steps.")
     machine = result["machine"]
     text = f"""## CPU step time of the embedded model (`benchmarks/cpu_step.py`)
 
-One GRPO step of `{settings["model"]}` on the CPU: G={settings["num_generations"]} completions of exactly
-{settings["completion_length"]} tokens, HypoSpace causal 3-shot base prompt of {settings["prompt_tokens"]} tokens,
-LoRA r=16 on all linear projections, float32, no gradient checkpointing. `vanilla` is `trl.GRPOTrainer`
-{settings["trl_version"]}; `divrl` adds `CPUFastLogpsMixin` (same loss and sampling distribution; see
-`src/divrl/trainers/cpu_fast.py`). {settings["rounds"]} rounds, the two arms alternating within each round;
-wall-clock seconds, best (minimum) and median over rounds.
+One GRPO step of `{settings["model"]}` on the CPU with the Boolean CPU recipe's data: G={settings["num_generations"]}
+completions of at most {settings["completion_length"]} tokens, 3-shot base prompts of about {settings["prompt_tokens"]}
+tokens, LoRA r=16 on all linear projections, float32, no gradient checkpointing. `vanilla` is `trl.GRPOTrainer`
+{settings["trl_version"]}; `before` is divrl's CPU path before completions stopped at END (same loss and sampling
+distribution as vanilla; no stop, no prompt sharing); `divrl` is `DivRLTrainer` as the CPU recipe runs it now
+(completions end at the END line; each group's prompt is computed once in the prefill and in the loss forward).
+{settings["rounds"]} rounds, the arms alternating within each round; wall-clock seconds, best (minimum) and median
+over rounds.
 
-| phase | vanilla best | divrl best | vanilla median | divrl median |
-|---|---|---|---|---|
+| phase | {header} |
+|---|{"---|" * (2 * len(ARMS))}
 {chr(10).join(rows)}
 
-Speedup of the whole step (vanilla / divrl): {wall["best_speedup"]:.2f}x between the best steps; per round
-{rounds} (median {wall["median_speedup"]:.2f}x); process CPU time {cpu["best_speedup"]:.2f}x between the best steps.
+Step time over divrl's:
+{chr(10).join(ratios)}
 
 Machine: {machine["nproc"]} cores ({machine["cpu"]}), torch {machine["torch"]}, {machine["threads"]} torch threads;
 {result["date"]}. The host was shared with other jobs (1-minute load average {machine["load_before"]:.1f} before,
-{machine["load_after"]:.1f} after the run): rounds that met heavy load are slower in both arms, generation most
+{machine["load_after"]:.1f} after the run): rounds that met heavy load are slower in every arm, generation most
 (many small operations, each waiting for both threads); the best steps are the closest to an idle machine.
 """
     path.write_text(text)
@@ -199,7 +241,7 @@ Machine: {machine["nproc"]} cores ({machine["cpu"]}), torch {machine["torch"]}, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded:gemma-3-270m")
-    parser.add_argument("--rounds", type=int, default=2, help="timed steps per arm (arms alternate)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed steps per arm (arms alternate)")
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--completion-length", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
@@ -216,18 +258,21 @@ def main() -> None:
     from divrl.tasks.hypospace import make_task
 
     load_before = os.getloadavg()[0]
-    task = make_task("causal")
-    dataset = task.train_dataset(style="base", n_exemplars=3)
+    task = make_task("boolean", **TASK_ARGS)
+    dataset = task.train_dataset(style="base", n_exemplars=3, limit=78)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(args.model))
-    prompt_tokens = len(tokenizer(dataset[0]["prompt"])["input_ids"])
+    prompt_tokens = round(statistics.mean(len(tokenizer(p)["input_ids"]) for p in dataset["prompt"]))
     with tempfile.TemporaryDirectory() as out_dir:
-        trainers = {arm: build_trainer(arm, args, dataset, task.reward_funcs(), out_dir) for arm in ARMS}
+        trainers = {arm: build_trainer(arm, args, task, dataset, out_dir) for arm in ARMS}
         for trainer in trainers.values():
             warm_up(trainer)
         rounds = []
         for index in range(args.rounds):
             order = ARMS if index % 2 == 0 else ARMS[::-1]
-            record = {arm: timed_step(trainers[arm]) for arm in order}
+            record = {}
+            for arm in order:
+                with arm_code(arm):
+                    record[arm] = timed_step(trainers[arm])
             rounds.append(record)
             print(
                 f"round {index + 1}/{args.rounds}: "
@@ -261,11 +306,10 @@ def main() -> None:
     write_markdown(out / "cpu_step.md", result)
     for kind in ("wall", "cpu"):
         summary = result["summary"][kind]
-        print(
-            f"{kind}: best vanilla {summary['best_seconds']['vanilla']['total']:.1f} s, "
-            f"divrl {summary['best_seconds']['divrl']['total']:.1f} s, speedup {summary['best_speedup']:.2f}x; "
-            f"median same-round speedup {summary['median_speedup']:.2f}x"
-        )
+        best = ", ".join(f"{arm} {summary['best_seconds'][arm]['total']:.1f} s" for arm in ARMS)
+        ratios = ", ".join(f"{arm}/divrl {summary[f'{arm}_over_divrl']['best']:.2f}x best, "
+                           f"{summary[f'{arm}_over_divrl']['median']:.2f}x median same-round" for arm in ARMS[:-1])
+        print(f"{kind}: best {best}; {ratios}")
 
 
 if __name__ == "__main__":

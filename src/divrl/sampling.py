@@ -155,11 +155,23 @@ def load_for_sampling(
 
 
 class TransformersSampler:
-    """Sampling with `model.generate` (do_sample, num_return_sequences), left-padded batches."""
+    """Sampling with `model.generate` (do_sample, num_return_sequences), left-padded batches.
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: SamplingConfig) -> None:
+    On the CPU, `cpu_fast` (default True) patches the model's decoding as divrl's trainers do (same sampling
+    distribution): each prompt's KV cache is computed once and shared by its n samples, the LM head uses the
+    faster few-row layout, and tokens are drawn by CDF inversion. False keeps transformers' own loop."""
+
+    def __init__(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: SamplingConfig, cpu_fast: bool = True
+    ) -> None:
         import torch
 
+        if cpu_fast and model.device.type == "cpu":
+            from divrl.trainers.cpu_fast import add_decode_lm_head, add_decode_sampler
+
+            causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+            add_decode_lm_head(causal_lm)
+            add_decode_sampler(causal_lm)
         self.model = model
         self.tokenizer = tokenizer
         self.config = config
