@@ -198,7 +198,9 @@ def plan(protocol: Protocol) -> list[tuple[str, int]]:
 
 SIGNALS = {"validity": "divrl/primary_reward", "task reward": "divrl/task_reward",
            "distinct valid / group": "diversity/distinct_valid", "pairwise diversity": "diversity/pairwise",
-           "entropy": "entropy", "completion length": "completions/mean_length"}
+           "entropy": "entropy", "completion length": "completions/mean_length",
+           # what the completions would have carried into the loss without the stop at END (divrl.trainers.stopping)
+           "length without stop": "divrl/stop/mean_length_unstopped"}
 
 
 def training_signals(run: Path) -> dict[str, Any]:
@@ -450,14 +452,13 @@ def markdown(data: dict[str, Any], stem: str) -> str:
     lines += ["", "Training signatures, mean of the first -> last quarter of logged steps (seeds averaged). Validity "
               "and task reward (validity + the recipes' 0.2 format reward) are taken before IPS / QD / novelty "
               "shaping, so they compare across methods:", "",
-              "| method | validity | task reward | distinct valid / group (of 8) | pairwise diversity | entropy | "
-              "completion length |", "|---|---|---|---|---|---|---|"]
+              "| method | " + " | ".join(name.replace("group", "group (of 8)") for name in SIGNALS) + " |",
+              "|---|" + "---|" * len(SIGNALS)]
     for label, m in data["methods"].items():
         if not m["training"]:
             continue
         cells = []
-        for name in ("validity", "task reward", "distinct valid / group", "pairwise diversity", "entropy",
-                     "completion length"):
+        for name in SIGNALS:
             runs = [t["series"].get(name, []) for t in m["training"]]
             start = np.nanmean([_window_mean(r, True) for r in runs]) if any(runs) else math.nan
             end = np.nanmean([_window_mean(r, False) for r in runs]) if any(runs) else math.nan
