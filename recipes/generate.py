@@ -87,10 +87,18 @@ MODELS: dict[str, dict[str, Any]] = {
                      "bf16": False, "use_cpu": True, "prompt_style": "base", "n_exemplars": 3,
                      "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
                      "max_completion_length": 60, "learning_rate": 5e-5, "max_steps": 40,
-                     "activation_checkpointing": False},
+                     "activation_checkpointing": False,
+                     # No LoRA dropout on the CPU: without it the loss forward computes each group's shared prompt
+                     # once (exact); with it every row would need its own dropout masks (divrl.trainers.cpu_fast).
+                     "lora_dropout": 0.0},
         # The small base model rarely writes a valid hypothesis (validity ~1%), so a binary reward gives groups
         # with no signal: pay 0.2 for any readable hypothesis (HypoSpace's documented shaped variant).
         "extra_task_args": {"hypospace": {"format_reward": 0.2}},
+        # Held-out recovery logged during training (divrl/eval/recovery@n, divrl/eval/validity): 4 test instances x
+        # 8 samples before the first step, every 10 steps and at the end. One evaluation samples 32 completions (as
+        # many as 4 training steps generate, but stopped at the answer's END line, and with no backward pass).
+        "extra_task_settings": {"hypospace": {"recovery_eval": True, "recovery_eval_instances": 4,
+                                              "recovery_eval_samples": 8, "eval_steps": 10}},
         "method_overrides": {"pop": {"population_size": 3, "population_top_m": 2, "population_interval": 5},
                              "pop-ips-qd": {"population_size": 3, "population_top_m": 2, "population_interval": 5}},
     },
@@ -105,6 +113,9 @@ def recipe(model: str, task: str, method: str) -> dict[str, Any]:
     for prefix, extra in spec.get("extra_task_args", {}).items():
         if task.startswith(prefix):
             settings["task_args"] = {**settings["task_args"], **extra}
+    for prefix, extra in spec.get("extra_task_settings", {}).items():
+        if task.startswith(prefix):
+            settings.update(extra)
     settings["output_dir"] = f"runs/{model}/{task}/{method}"
     return settings
 

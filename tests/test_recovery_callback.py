@@ -193,3 +193,17 @@ def test_recovery_eval_refuses_tasks_without_admissible_sets(tmp_path: Path) -> 
                                                     str(tmp_path), "--recovery_eval", "true"])
     with pytest.raises(ValueError, match="recovery_eval measures HypoSpace recovery"):
         build_trainer(script_args, config, model_args)
+
+
+def test_recovery_eval_leaves_population_selection_on_training_prompts(tmp_path: Path) -> None:
+    """Population-GRPO scores members on a constructor-time eval_dataset: the held-out split must not be it."""
+    from divrl.train import build_trainer, parse_recipe
+
+    recipe = Path(__file__).parents[1] / "recipes" / "embedded-cpu" / "hypospace-boolean" / "pop.yaml"
+    script_args, config, model_args = parse_recipe(["--config", str(recipe), "--dry_run", "true", "--output_dir",
+                                                    str(tmp_path), "--recovery_eval", "true"])
+    trainer = build_trainer(script_args, config, model_args)
+    held_out = set(trainer.eval_dataset["id"])
+    assert held_out and not held_out & set(trainer.train_dataset["id"])
+    assert {row["id"] for row in trainer._held_rows}.isdisjoint(held_out)
+    assert any(isinstance(c, RecoveryEvalCallback) for c in trainer.callback_handler.callbacks)

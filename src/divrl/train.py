@@ -14,6 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from divrl.recipe_checks import (
+    RecipeOrigin,
+    check_recipe_types,
+    check_recipe_values,
+    check_task_settings,
+    one_line_errors,
+)
 from divrl.task import build_task, task_names
 
 # A dry run writes here, under the recipe's output_dir, so a real run's `--resume_from_checkpoint true` never
@@ -64,6 +71,8 @@ def task_args_with_overrides(script_args: TrainScriptArguments) -> dict[str, Any
     """task_args merged with the KEY=VALUE overrides (values parsed as YAML scalars)."""
     import yaml
 
+    if not isinstance(script_args.task_args, dict):
+        raise ValueError(f"task_args must be a mapping of task parameters, got {script_args.task_args!r}")
     merged = dict(script_args.task_args)
     for item in script_args.task_arg:
         key, sep, value = item.partition("=")
@@ -79,6 +88,7 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     from divrl.trainers.divrl_trainer import DivRLTrainer
 
     task = build_task(script_args.task, **task_args_with_overrides(script_args))
+    check_task_settings(task, script_args, training_args, getattr(script_args, "recipe_origin", RecipeOrigin(None)))
     if script_args.recovery_eval and not script_args.task.startswith("hypospace"):
         raise ValueError(f"recovery_eval measures HypoSpace recovery; task {script_args.task!r} has no admissible "
                          "sets (set recovery_eval false)")
@@ -103,10 +113,16 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
             r=model_args.lora_r, lora_alpha=model_args.lora_alpha, lora_dropout=model_args.lora_dropout,
             **({"target_modules": model_args.lora_target_modules} if model_args.lora_target_modules else {}),
         )
+    # TRL's eval loop needs eval_dataset at construction. Recovery evaluation alone attaches it afterwards: the
+    # population method takes its member-selection prompts from a constructor-time eval_dataset, and evaluating
+    # must not change what is trained (nor select members on held-out instances).
     trainer = DivRLTrainer(model=model, reward_funcs=task.reward_funcs(), args=training_args, train_dataset=dataset,
-                           eval_dataset=eval_dataset, processing_class=tokenizer, peft_config=peft_config, task=task)
+                           eval_dataset=eval_dataset if trl_eval else None, processing_class=tokenizer,
+                           peft_config=peft_config, task=task)
     if script_args.recovery_eval:
         from divrl.trainers.recovery_callback import RecoveryEvalCallback
+
+        trainer.eval_dataset = eval_dataset
 
         trainer.add_callback(RecoveryEvalCallback(
             trainer, task, instances=script_args.recovery_eval_instances, samples=script_args.recovery_eval_samples,
@@ -193,10 +209,14 @@ def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
             raise ValueError("--config needs the path of a recipe file")
         config_path = args[args.index("--config") + 1]
     recipe = _load_recipe_file(config_path) if config_path else {}
+    # Wrong types, unknown fields and bad values: one line naming the field and the recipe file (recipe_checks).
+    origin = RecipeOrigin.of(config_path, recipe, args)
+    parser = TrlParser((TrainScriptArguments, DivRLConfig, ModelConfig))
+    check_recipe_types(parser, (TrainScriptArguments, DivRLConfig, ModelConfig), recipe, origin)
+    one_line_errors(parser, origin)
     dry_run = _asks_for_dry_run(args, recipe)
     if dry_run:
         args += DRY_RUN_OVERRIDES
-    parser = TrlParser((TrainScriptArguments, DivRLConfig, ModelConfig))
     try:
         script_args, training_args, model_args = parser.parse_args_and_config(args)
     except ValueError as error:
@@ -207,6 +227,8 @@ def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
                 "`--use_cpu true --bf16 false --dtype float32` (slow for a multi-billion-parameter model)."
             ) from error
         raise
+    check_recipe_values(script_args, training_args, model_args, origin)
+    script_args.recipe_origin = origin  # for the task-dependent checks in build_trainer
     check_report_to(training_args.report_to)
     if dry_run:
         training_args.output_dir = str(Path(training_args.output_dir) / DRY_RUN_SUBDIR)
