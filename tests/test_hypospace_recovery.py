@@ -231,7 +231,8 @@ def test_cli_samples_per_hypothesis_and_table(
     argv = ["eval", "recovery", "--model", str(model), *VOXEL_ARGS, "--split", "all", "--samples-per-hypothesis", "2"]
     assert _run([*argv, "--out", str(out), "--no-progress"], monkeypatch) == 0
     report = json.loads((out / "recovery.json").read_text())
-    assert report["samples"] is None and report["samples_per_hypothesis"] == 2.0 and "curve_unbiased" in report["estimators"]
+    assert report["samples"] is None and report["samples_per_hypothesis"] == 2.0
+    assert "curve_unbiased" in report["estimators"]
     (result,) = report["models"]
     assert [r["n_samples"] for r in result["instances"]] == [4] * 4  # ceil(2 x |H_O| = 2)
     assert result["curve_unbiased"]["mean"] == pytest.approx(EXPECTED["curve_unbiased"])
