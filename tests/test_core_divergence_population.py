@@ -22,6 +22,7 @@ from divrl.core import (
     project_to_rank,
     select_top,
     selection_scores,
+    truncated_importance_weights,
 )
 
 
@@ -131,6 +132,27 @@ def test_divergence_is_differentiable_and_rejects_unknown():
 def test_divergence_is_finite_for_extreme_log_ratios():
     values = per_token_divergence(torch.tensor([0.0, -200.0]), torch.tensor([-200.0, 0.0]), "forward_kl")
     assert torch.isfinite(values).all()
+
+
+def test_truncated_importance_weights_bound_the_variance():
+    # Issue 14.6: pi / pi_old was clamped only at e^20, so a few stale tokens could dominate the divergence term.
+    generator = torch.Generator().manual_seed(0)
+    log_ratio = 3.0 * torch.randn(100_000, generator=generator)  # heavy-tailed ratios, as after several steps
+    values = torch.rand(100_000, generator=generator)  # per-token divergence values
+    low, high = 0.8, 1.28  # TRL's [1 - epsilon, 1 + epsilon_high] with epsilon 0.2, epsilon_high 0.28
+    weights = truncated_importance_weights(log_ratio, low, high)
+    assert float(weights.min()) >= low and float(weights.max()) <= high
+    assert float(weights.var()) <= ((high - low) / 2) ** 2  # Popoviciu: a variable in [a, b] has Var <= (b-a)^2/4
+    assert float((weights * values).square().mean()) <= high**2 * float(values.square().mean())
+    raw = log_ratio.exp()
+    assert float((raw * values).square().mean()) > 1e6 * float(values.square().mean())  # what it replaces
+    near = torch.tensor([-0.1, 0.0, 0.2])  # inside the trust region the weight is the exact ratio
+    torch.testing.assert_close(truncated_importance_weights(near, low, high), near.exp())
+    cispo = truncated_importance_weights(torch.tensor([-50.0, 0.0, 50.0]), None, 5.0)  # CISPO: from above only
+    torch.testing.assert_close(cispo, torch.tensor([math.exp(-50.0), 1.0, 5.0]))
+    assert not truncated_importance_weights(near.requires_grad_(), low, high).requires_grad
+    with pytest.raises(ValueError, match="importance weight bounds"):
+        truncated_importance_weights(near, 1.5, 1.2)
 
 
 def test_selection_and_top_m():

@@ -262,6 +262,37 @@ def test_reverse_kl_value_equals_trl_beta_term(tiny_qwen3: Path, tmp_path: Path)
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
 
 
+@pytest.mark.parametrize("loss_type", ["dapo", "cispo"])
+def test_divergence_behaviour_correction_is_truncated_like_trls_ratio(loss_type: str, tiny_qwen3: Path,
+                                                                      tmp_path: Path) -> None:
+    # Issue 14.6: with a reused batch the divergence term is weighted by pi / pi_old, which was clamped only at
+    # e^20; it is now truncated as TRL bounds its own ratio: [1 - epsilon, 1 + epsilon_high] (CISPO: <= epsilon_high).
+    from divrl import DivRLTrainer
+
+    tokenizer = _tokenizer(tiny_qwen3)
+    trainer = DivRLTrainer(str(tiny_qwen3), _reward_table({c: float(len(c)) for c in COMPLETIONS}),
+                           args=make_config(tmp_path, divergence="forward_kl", divergence_coef=0.3, epsilon=0.2,
+                                            epsilon_high=5.0 if loss_type == "cispo" else 0.28, loss_type=loss_type),
+                           train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    randomize_lora(trainer.model)
+    inputs = _generation_batch(trainer, tokenizer, COMPLETIONS)
+    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    width = inputs["completion_ids"].shape[1]
+    policy = completion_logps(trainer.model, input_ids, attention, width)
+    with trainer.model.disable_adapter():
+        reference = completion_logps(trainer.model, input_ids, attention, width)
+    shift = 6.0 * torch.tensor([1.0, -1.0]).repeat(width)[:width]  # pi / pi_old = e^6 and e^-6 in turn
+    inputs["old_per_token_logps"] = (policy - shift).detach()
+    trainer.compute_loss(trainer.model, inputs)
+
+    low, high = (0.0, 5.0) if loss_type == "cispo" else (0.8, 1.28)
+    weight = shift.exp().clamp(low, high)
+    mask = inputs["completion_mask"].float()
+    expected = (_generator("forward_kl", (reference - policy).exp()) * weight * mask).sum() / mask.sum()
+    assert trainer._metrics["train"]["divergence/forward_kl"][-1] == pytest.approx(expected.item(), rel=1e-3)
+
+
 @pytest.mark.parametrize("kind", ["reverse_kl", "forward_kl", "js", "alpha"])
 def test_policy_sample_divergence_matches_direct_computation(kind: str, tiny_qwen3: Path, tmp_path: Path) -> None:
     from divrl import DivRLTrainer

@@ -2,7 +2,13 @@
 
 from divrl.core.advantages import group_advantages, length_bins, length_conditional_advantages
 from divrl.core.archive import AddStatus, ArchiveStats, GridArchive, archive_bonus
-from divrl.core.divergence import DIVERGENCES, exact_divergence, per_token_divergence, policy_sample_divergence_loss
+from divrl.core.divergence import (
+    DIVERGENCES,
+    exact_divergence,
+    per_token_divergence,
+    policy_sample_divergence_loss,
+    truncated_importance_weights,
+)
 from divrl.core.entropy import AdaptiveEntropyCoefficient
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, trajectory_balance_loss
 from divrl.core.ips import IPSResult, group_outcome_frequencies, ips_scale, ips_scale_exact
@@ -58,4 +64,5 @@ __all__ = [
     "select_top",
     "selection_scores",
     "trajectory_balance_loss",
+    "truncated_importance_weights",
 ]

@@ -91,6 +91,21 @@ def policy_sample_divergence_loss(
     return loss if sample_weight is None else loss * sample_weight.detach()
 
 
+def truncated_importance_weights(log_ratio: torch.Tensor, low: float | None, high: float) -> torch.Tensor:
+    """exp(log_ratio) truncated to [low, high] (`low` None: from above only), detached.
+
+    Behaviour correction for samples drawn by an older policy (log_ratio = log pi - log pi_old), truncated the
+    way TRL bounds its own importance weights when a batch is reused (num_iterations > 1): to the trust region
+    [1 - epsilon, 1 + epsilon_high] of its clipped surrogate, or at epsilon_high for CISPO. A weight in
+    [low, high] bounds the reweighted estimate's second moment: E[(w X)^2] <= high^2 E[X^2], where the raw
+    ratio's is unbounded (up to e^40 E[X^2] with log-ratios clamped at +-LOG_RATIO_CLAMP only).
+    """
+    if not (math.isfinite(high) and high > 0) or (low is not None and not 0 <= low <= high):
+        raise ValueError(f"importance weight bounds must satisfy 0 <= low <= high < inf, got low={low}, high={high}")
+    weight = log_ratio.detach().clamp(max=math.log(high)).exp()
+    return weight if low is None else weight.clamp(min=low)
+
+
 def exact_divergence(p_policy: torch.Tensor, p_ref: torch.Tensor, kind: str, alpha: float = 0.5) -> torch.Tensor:
     """Exact D(mu || pi) = sum_y pi(y) f(mu(y) / pi(y)) for categorical distributions (tests, toy envs).
 

@@ -47,7 +47,7 @@ from divrl.core import (
     policy_sample_divergence_loss,
 )
 from divrl.core.archive import AddStatus
-from divrl.core.divergence import LOG_RATIO_CLAMP
+from divrl.core.divergence import truncated_importance_weights
 from divrl.task import completion_text
 from divrl.trainers.checkpoint import atomic_save, checkpoint_dir, last_complete_checkpoint
 from divrl.trainers.config import DivRLConfig
@@ -494,13 +494,16 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         self._loss_entropy_mask = None
         return loss
 
-    @staticmethod
-    def _behaviour_correction(per_token_logps: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor | None:
+    def _behaviour_correction(self, per_token_logps: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor | None:
         """pi / pi_sampler per token (detached): the batch was sampled by an older policy (several optimizer steps
-        per generation) and/or by vLLM (TRL's importance_sampling_ratio); None when it is on-policy."""
+        per generation) and/or by vLLM (TRL's importance_sampling_ratio, already bounded by TRL); None when it is
+        on-policy. pi / pi_old is truncated as TRL bounds its own ratio: to [1 - epsilon, 1 + epsilon_high], or at
+        epsilon_high for CISPO (`divrl.core.truncated_importance_weights`), which bounds the estimate's variance."""
         weight = None
         if inputs.get("old_per_token_logps") is not None:
-            weight = torch.exp((per_token_logps.detach() - inputs["old_per_token_logps"]).clamp(max=LOG_RATIO_CLAMP))
+            low, high = ((None, self.epsilon_high) if self.loss_type == "cispo"
+                         else (max(0.0, 1 - self.epsilon_low), 1 + self.epsilon_high))
+            weight = truncated_importance_weights(per_token_logps - inputs["old_per_token_logps"], low, high)
         if inputs.get("importance_sampling_ratio") is not None:
             ratio = inputs["importance_sampling_ratio"]
             weight = ratio if weight is None else weight * ratio
