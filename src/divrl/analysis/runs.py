@@ -28,9 +28,26 @@ def find_trainer_state(run_dir: str | Path) -> Path:
 
 
 def load_log_history(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The training log entries (one dict per logging step) of a run, in step order."""
-    state = json.loads(find_trainer_state(run_dir).read_text())
-    return [entry for entry in state.get("log_history", []) if "step" in entry]
+    """The training log entries (one dict per logging step) of a run, in step order.
+
+    A `trainer_state.json` that is not JSON, not a mapping, or whose `log_history` is missing or not a list of
+    mappings is a ValueError naming the file, for `divrl plot` and `divrl fit-law` alike.
+    """
+    path = find_trainer_state(run_dir)
+    try:
+        state = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON ({error}): not a trainer_state.json transformers wrote") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} holds a JSON {type(state).__name__}, not the mapping transformers writes")
+    history = state.get("log_history")
+    if not isinstance(history, list):
+        found = "no log_history" if history is None else f"a log_history of type {type(history).__name__}"
+        raise ValueError(f"{path} has {found}; transformers writes a list of log entries there")
+    bad = next((i for i, entry in enumerate(history) if not isinstance(entry, dict)), None)
+    if bad is not None:
+        raise ValueError(f"{path}: log_history entry {bad} is a {type(history[bad]).__name__}, not a mapping")
+    return [entry for entry in history if "step" in entry]
 
 
 def metric_series(history: list[dict[str, Any]], *keys: str) -> list[tuple[float, ...]]:

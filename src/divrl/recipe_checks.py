@@ -1,0 +1,211 @@
+"""Early, one-line checks of a training recipe: each error names the field and where its value came from.
+
+`divrl train` parses a recipe with TRL's `TrlParser`, which turns every YAML value into an argparse default.
+Left alone, a value of the wrong type prints argparse's ~240-line usage, an unknown field suggests an API
+flag (`fail_with_unknown_args=False`) users cannot set, and several bad values (task_args that are a list, a
+negative or NaN learning rate, save_steps 0, an output_dir that is a file, qd_dims that do not match the
+task's behaviour dimensions, a split the task does not have) fail late or deep inside TRL. The checks here run
+before anything is built (types and values) or right after the task is built and before the model loads
+(task-dependent settings); every failure is a ValueError of one line:
+`recipe FILE: FIELD ...` or `--FIELD on the command line: ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import enum
+import math
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+PROMPT_STYLES = ("auto", "chat", "base")
+_UNCONVERTIBLE = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeOrigin:
+    """Where the settings came from: the recipe file (if any) and the fields given on the command line."""
+
+    path: str | None
+    recipe_fields: frozenset[str] = frozenset()
+    cli_fields: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, path: str | None, recipe: Mapping[str, Any], argv: Sequence[str]) -> RecipeOrigin:
+        cli = {arg[2:].split("=", 1)[0].replace("-", "_") for arg in argv if arg.startswith("--")}
+        return cls(path, frozenset(recipe), frozenset(cli - {"config"}))
+
+    def where(self, name: str) -> str:
+        """'recipe FILE: NAME' or '--NAME on the command line' (the command line overrides the recipe)."""
+        if name in self.cli_fields:
+            return f"--{name} on the command line" + (f" (recipe {self.path})" if self.path else "")
+        if self.path:
+            return f"recipe {self.path}: {name}"
+        return name
+
+
+def _fail(origin: RecipeOrigin, name: str, problem: str) -> typing.NoReturn:
+    raise ValueError(f"{origin.where(name)} {problem}")
+
+
+# ------------------------------------------------------------------------------------ types (before parsing)
+def _type_name(hint: Any) -> str:
+    if hint is type(None):
+        return "null"
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(arm) for arm in typing.get_args(hint))
+    if typing.get_origin(hint) is list:
+        (item,) = typing.get_args(hint) or (Any,)
+        return f"a list of {_type_name(item)}"
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return "one of " + ", ".join(repr(m.value) for m in hint)
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string", dict: "a mapping"}.get(
+        hint, getattr(hint, "__name__", str(hint)))
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a non-string YAML value fits the field's type (argparse converts only strings)."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, arm) for arm in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if origin in (list, tuple) or hint in (list, tuple):
+        args = typing.get_args(hint)
+        item = args[0] if args else Any
+        if isinstance(value, list):
+            return all(_conforms(v, item) or isinstance(v, str) for v in value)
+        return _conforms(value, item)  # argparse's nargs="+" also takes a single value
+    if origin is dict or hint is dict:
+        return isinstance(value, dict)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return isinstance(value, hint)
+    return True  # a type these checks do not know: leave it to the dataclass
+
+
+def _type_hints(dataclass_types: Iterable[type]) -> dict[str, Any]:
+    hints: dict[str, Any] = {}
+    for cls in dataclass_types:
+        resolved = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            hints.setdefault(f.name, resolved.get(f.name, Any))
+    return hints
+
+
+def check_recipe_types(parser: argparse.ArgumentParser, dataclass_types: Iterable[type], recipe: Mapping[str, Any],
+                       origin: RecipeOrigin) -> None:
+    """Every recipe field is known and of its field's type (strings must convert as argparse would)."""
+    actions = {action.dest: action for action in parser._actions}
+    hints = _type_hints(dataclass_types)
+    for name, value in recipe.items():
+        if name == "env":  # TrlParser's own key: environment variables
+            continue
+        if name not in actions or name not in hints:
+            close = difflib.get_close_matches(name, list(hints), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            _fail(origin, name, f"is not a recipe field{hint} (`python -m divrl.train --help` lists them all)")
+        action, hint = actions[name], hints[name]
+        if isinstance(value, str) and callable(action.type) and action.type is not str:
+            try:
+                converted = action.type(value)
+            except (TypeError, ValueError, argparse.ArgumentTypeError):
+                converted = _UNCONVERTIBLE
+            if converted is _UNCONVERTIBLE:
+                _fail(origin, name, f"must be {_type_name(hint)}, got {value!r}")
+        else:
+            converted = value
+            if not _conforms(value, hint):
+                _fail(origin, name, f"must be {_type_name(hint)}, got {value!r} ({type(value).__name__})")
+        if action.choices is not None and isinstance(value, str) and converted not in action.choices:
+            choices = ", ".join(repr(getattr(c, "value", c)) for c in action.choices)
+            _fail(origin, name, f"must be one of {choices}, got {value!r}")
+
+
+def one_line_errors(parser: argparse.ArgumentParser, origin: RecipeOrigin) -> None:
+    """Make `parser` raise a one-line ValueError instead of printing its whole usage (~240 lines) on bad input."""
+
+    def error(message: str) -> typing.NoReturn:
+        source = "the command line" if origin.cli_fields or not origin.path else f"recipe {origin.path}"
+        raise ValueError(f"{message} (from {source})")
+
+    parser.error = error  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------------------------------ values (after parsing)
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_recipe_values(script_args: Any, training_args: Any, model_args: Any, origin: RecipeOrigin) -> None:
+    """Values the dataclasses accept but training cannot use; checked before anything is built."""
+    if not isinstance(script_args.task_args, dict):
+        _fail(origin, "task_args", f"must be a mapping of task parameters (e.g. {{grid: 3}}), got "
+                                   f"{script_args.task_args!r}")
+    limit = script_args.instance_limit
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        _fail(origin, "instance_limit", f"must be a positive integer or null (all instances), got {limit!r}")
+    if script_args.prompt_style not in PROMPT_STYLES:
+        _fail(origin, "prompt_style", f"must be one of {', '.join(map(repr, PROMPT_STYLES))}, got "
+                                      f"{script_args.prompt_style!r}")
+    if not isinstance(script_args.split, str) or not script_args.split:
+        _fail(origin, "split", f"must name a split of the task (e.g. 'train'), got {script_args.split!r}")
+    if script_args.n_exemplars < 0:
+        _fail(origin, "n_exemplars", f"must be >= 0, got {script_args.n_exemplars}")
+    if not _finite(training_args.temperature) or training_args.temperature <= 0:
+        _fail(origin, "temperature", f"must be a finite number > 0 (sampling divides the logits by it), got "
+                                     f"{training_args.temperature!r}")
+    if not _finite(training_args.learning_rate) or training_args.learning_rate < 0:
+        _fail(origin, "learning_rate", f"must be a finite number >= 0, got {training_args.learning_rate!r}")
+    for name in ("save_steps", "logging_steps", "eval_steps"):
+        strategy = getattr(training_args, name.replace("_steps", "_strategy"), None)
+        value = getattr(training_args, name, None)
+        if getattr(strategy, "value", strategy) == "steps" and value is not None and not (_finite(value) and value > 0):
+            _fail(origin, name, f"must be > 0 with {name.replace('_steps', '_strategy')}='steps' (a number of "
+                                f"steps, or a fraction of the run below 1), got {value!r}")
+    output_dir = Path(training_args.output_dir).expanduser()
+    blocking = next((p for p in (output_dir, *output_dir.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        problem = "is an existing file" if blocking == output_dir else f"lies under {blocking}, which is a file"
+        _fail(origin, "output_dir", f"{training_args.output_dir!r} {problem}, not a directory")
+
+
+def check_task_settings(task: Any, script_args: Any, training_args: Any, origin: RecipeOrigin) -> None:
+    """Settings that depend on the task, checked after it is built and before the model loads: the QD grid against
+    the task's behaviour dimensions, and the split, instance_limit and n_exemplars against its dataset."""
+    dims = getattr(task, "behavior_dims", None)
+    if training_args.qd and dims is not None:
+        if training_args.qd_dims is not None and len(training_args.qd_dims) != dims:
+            _fail(origin, "qd_dims", f"lists {len(training_args.qd_dims)} dimensions but task "
+                                     f"{script_args.task!r} describes behaviour in {dims} (behavior_dims)")
+        if training_args.qd_ranges is not None and len(training_args.qd_ranges) != dims:
+            _fail(origin, "qd_ranges", f"gives {len(training_args.qd_ranges)} (low, high) ranges but task "
+                                       f"{script_args.task!r} describes behaviour in {dims} dimensions")
+    style = "base" if script_args.prompt_style == "auto" else script_args.prompt_style  # styles only format
+    try:
+        task.train_dataset(split=script_args.split, style=style, seed=script_args.split_seed,
+                           limit=script_args.instance_limit, n_exemplars=script_args.n_exemplars)
+    except ValueError as error:
+        names = ("split", "instance_limit", "n_exemplars")
+        named = next((n for n in names if n in str(error) or n.replace("_", " ") in str(error)), None)
+        if named is not None:
+            _fail(origin, named, f"{getattr(script_args, named)!r} does not fit task {script_args.task!r}: {error}")
+        settings = ", ".join(f"{n}={getattr(script_args, n)!r}" for n in names)
+        where = f"recipe {origin.path}: " if origin.path else ""
+        raise ValueError(f"{where}the dataset settings {settings} do not fit task {script_args.task!r}: {error}") from None
