@@ -10,7 +10,7 @@ import torch
 from trainer_helpers import lora_config, make_config, prompt_dataset, randomize_lora
 
 from divrl.trainers import cpu_fast
-from divrl.trainers.stopping import stop_generation_kwargs, stop_length
+from divrl.trainers.stopping import StopStringCriterion, stop_length, vllm_stop_kwargs
 
 STOP = "\nEND"
 
@@ -25,10 +25,9 @@ def test_stop_length_is_the_shortest_prefix_containing_a_stop() -> None:
     assert stop_length(list("ab"), decode, []) is None
 
 
-def test_stop_strings_go_where_each_backend_reads_them() -> None:
-    assert stop_generation_kwargs(None, [STOP], use_vllm=True) == {"stop": [STOP]}
-    assert stop_generation_kwargs({"stop_strings": "X", "top_k": 3}, [STOP, "X"], use_vllm=False) == {
-        "stop_strings": ["X", STOP], "top_k": 3}
+def test_vllm_gets_the_stop_strings_beside_its_own() -> None:
+    assert vllm_stop_kwargs(None, [STOP]) == {"stop": [STOP]}
+    assert vllm_stop_kwargs({"stop": "X", "top_k": 3}, [STOP, "X"]) == {"stop": ["X", STOP], "top_k": 3}
 
 
 class _Recorder:
@@ -145,18 +144,21 @@ class _ForcedTokens:
 
 
 def test_cpu_sampler_stops_each_row_at_its_stop_string_and_shares_the_prompt_prefill(tiny_qwen3: Path) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList, StoppingCriteriaList
 
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen3, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3)
     stop_ids = tokenizer("\nEND", add_special_tokens=False)["input_ids"]
-    banned = {t for t in range(model.config.vocab_size) if "END" in tokenizer.decode([t]) or t == tokenizer.eos_token_id}
+    vocab = model.config.vocab_size
+    banned = {t for t in range(vocab) if "END" in tokenizer.decode([t]) or t == tokenizer.eos_token_id}
     prompt = torch.randint(0, model.config.vocab_size, (1, 5), generator=torch.Generator().manual_seed(0))
     prompts = prompt.repeat(3, 1)  # a GRPO group: one prompt, three rows
     processor = LogitsProcessorList([_ForcedTokens(5, stop_ids, banned, model.config.vocab_size)])
-    settings = dict(max_new_tokens=8, do_sample=True, top_k=0, logits_processor=processor, stop_strings=["\nEND"],
-                    tokenizer=tokenizer, attention_mask=torch.ones_like(prompts))
-    expected = model.generate(prompts, **settings)
+    settings = dict(max_new_tokens=8, do_sample=True, top_k=0, logits_processor=processor,
+                    attention_mask=torch.ones_like(prompts))
+    # transformers' own stop-string criterion decides where the reference run stops
+    expected = model.generate(prompts, stop_strings=["\nEND"], tokenizer=tokenizer, **settings)
+    settings["stopping_criteria"] = StoppingCriteriaList([StopStringCriterion(tokenizer, ["\nEND"])])
     prefills = []
     original = type(model)._prefill
     undo = cpu_fast.add_decode_sampler(model)

@@ -201,7 +201,10 @@ class TransformersSampler:
         sampling = dict(do_sample=True, temperature=config.temperature, top_p=config.top_p, top_k=config.top_k)
         if greedy:
             sampling = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
-        stop = dict(stop_strings=list(config.stop), tokenizer=self.tokenizer) if config.stop else {}
+        if config.stop:
+            from transformers import StoppingCriteriaList
+
+            from divrl.trainers.stopping import StopStringCriterion
         groups = _generation_groups(len(prompts), 1 if greedy else n, config.batch_size)
         for indices, count in tqdm(groups, desc="sampling", disable=not config.progress, leave=False):
             batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt")
@@ -213,7 +216,8 @@ class TransformersSampler:
                     num_return_sequences=count,
                     pad_token_id=self.tokenizer.pad_token_id,
                     **sampling,
-                    **stop,
+                    **({"stopping_criteria": StoppingCriteriaList([StopStringCriterion(self.tokenizer, config.stop)])}
+                       if config.stop else {}),
                 )
             texts = self.tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
             for j, i in enumerate(indices):

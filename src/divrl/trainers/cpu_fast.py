@@ -400,35 +400,18 @@ def _prefill_distinct_rows(model: Any, input_ids: torch.Tensor, generation_confi
 
 
 def _plain_sampling(causal_lm: Any, kwargs: dict[str, Any]) -> bool:
-    """Whether a `generate(**kwargs)` call decodes by plain multinomial sampling (one beam, no assistant): the
-    only mode `cpu_sample` implements."""
+    """Whether a `generate(**kwargs)` call decodes by plain multinomial sampling (one beam, no assistant, no
+    `stop_strings`): what `cpu_sample` implements."""
     from transformers.generation.configuration_utils import GenerationMode
 
     if kwargs.get("streamer") is not None:
         return False
     config = copy.deepcopy(kwargs.get("generation_config") or causal_lm.generation_config)
     config.update(**{key: value for key, value in kwargs.items() if hasattr(config, key)})
-    return config.get_generation_mode(kwargs.get("assistant_model")) == GenerationMode.SAMPLE
-
-
-def _stop_strings_as_criterion(causal_lm: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """`kwargs` with the call's stop strings turned into a `StopStringCriteria` of its `tokenizer`: transformers
-    drops `tokenizer` when `custom_generate` is a callable, and would then refuse the stop strings."""
-    from transformers import StoppingCriteriaList, StopStringCriteria
-
-    config = kwargs.get("generation_config") or causal_lm.generation_config
-    stops = kwargs.get("stop_strings", config.stop_strings)
-    if not stops or kwargs.get("tokenizer") is None:
-        return kwargs  # nothing to do, or transformers' own error about the missing tokenizer
-    kwargs = dict(kwargs)
-    tokenizer = kwargs.pop("tokenizer")
-    kwargs.pop("stop_strings", None)
-    kwargs["generation_config"] = copy.deepcopy(config)
-    kwargs["generation_config"].stop_strings = None
-    criteria = StoppingCriteriaList(kwargs.get("stopping_criteria") or [])
-    criteria.append(StopStringCriteria(tokenizer=tokenizer, stop_strings=stops))
-    kwargs["stopping_criteria"] = criteria
-    return kwargs
+    # transformers drops `tokenizer` for a `custom_generate` callable and would then refuse `stop_strings`
+    # (divrl passes stops as a stopping criterion instead: divrl.trainers.stopping.StopStringCriterion)
+    mode = config.get_generation_mode(kwargs.get("assistant_model"))
+    return mode == GenerationMode.SAMPLE and not config.stop_strings
 
 
 def add_decode_sampler(causal_lm: Any) -> Undo:
@@ -443,7 +426,6 @@ def add_decode_sampler(causal_lm: Any) -> Undo:
         # scripted_generation) still apply.
         if custom_generate is None and _plain_sampling(causal_lm, kwargs):
             custom_generate = cpu_sample
-            kwargs = _stop_strings_as_criterion(causal_lm, kwargs)
         return type(causal_lm).generate(causal_lm, *args, custom_generate=custom_generate, **kwargs)
 
     return patch_attribute(causal_lm, "generate", generate_with_cpu_sampler, _SAMPLER_MARKER)

@@ -57,7 +57,7 @@ from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.model_card import model_card_identity
 from divrl.trainers.population import POPULATION_STATE_FILE, PopulationMixin
 from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
-from divrl.trainers.stopping import StopStringsMixin, resolve_stop_strings, stop_generation_kwargs
+from divrl.trainers.stopping import StopStringsMixin, resolve_stop_strings, vllm_stop_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -154,8 +154,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         self._tag_names, self._name, self._paper = model_card_identity(args, self._tag_names, self._name, self._paper)
         self.hooks: TaskHooks = resolve_task_hooks(args, task)
         self.stop_strings = resolve_stop_strings(args, task)
-        if self.stop_strings:
-            args.generation_kwargs = stop_generation_kwargs(args.generation_kwargs, self.stop_strings, args.use_vllm)
+        if self.stop_strings and args.use_vllm:
+            args.generation_kwargs = vllm_stop_kwargs(args.generation_kwargs, self.stop_strings)
         self.rehearsal: RehearsalSet | None = None
         if args.divergence_enabled and args.divergence_estimator == "rehearsal":
             self.rehearsal = RehearsalSet(args.divergence_rehearsal_path, args.temperature)

@@ -4,10 +4,10 @@ A base-model prompt ends each worked example with a marker (HypoSpace: an `END` 
 it into invented examples that the task never reads. `StopStringsMixin` makes a completion end at the first
 stop string, the way TRL ends one at EOS:
 
-- generation stops there: transformers' `generate` gets `stop_strings` (its `StopStringCriteria`, which needs
-  the tokenizer, passed by `add_generate_tokenizer`), vLLM gets `stop` in its `SamplingParams`
-  (`generation_kwargs`, both colocate and server mode); the rows of a batch stop one by one and the batch ends
-  when every row has stopped or reached `max_completion_length`;
+- generation stops there: transformers' `generate` gets a `StopStringCriterion` (`add_stop_criterion`), vLLM gets
+  `stop` in its `SamplingParams` (`generation_kwargs`, colocate and server mode); the rows of a batch stop one
+  by one and the batch ends when every row has stopped or reached `max_completion_length`. (transformers'
+  continuous-batching `generate_batch` gets no stop and runs on; the cut below still applies.)
 - whatever the backend returned, each completion's token ids are cut after the token that completes the first
   stop string (`stop_length`), before TRL builds `completion_mask`, so the tokens after it are masked out of
   the loss exactly as TRL masks tokens after EOS, and the reward functions see the text up to and including the
@@ -24,7 +24,7 @@ import torch
 
 from divrl.trainers.cpu_fast import patch_attribute
 
-_TOKENIZER_MARKER = "_divrl_generate_tokenizer"
+_STOP_MARKER = "_divrl_stop_criterion"
 
 
 def stop_length(ids: Sequence[int], decode: Callable[[Sequence[int]], str], stops: Sequence[str]) -> int | None:
@@ -44,19 +44,42 @@ def stop_length(ids: Sequence[int], decode: Callable[[Sequence[int]], str], stop
     return low
 
 
-def add_generate_tokenizer(causal_lm: Any, tokenizer: Any) -> Callable[[], None]:
-    """Make `causal_lm.generate` receive `tokenizer` (transformers needs it to apply `stop_strings`); returns
-    how to undo it."""
-    if getattr(causal_lm, _TOKENIZER_MARKER, False):
+class StopStringCriterion:
+    """A transformers stopping criterion: done for each row whose generated text contains a stop string.
+
+    It decodes only the last few tokens of each row (enough to hold any stop string) at every step, so a step
+    costs a few short decodes. transformers' own `StopStringCriteria` preprocesses the whole vocabulary when it is
+    built, at every `generate` call: seconds for Gemma's 262k tokens."""
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str]) -> None:
+        self.tokenizer, self.stops = tokenizer, tuple(stops)
+        self.window = 4 * max(len(stop) for stop in self.stops) + 4  # tokens: a byte-level token holds >= 1/4 char
+        self.prompt_length: int | None = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        if self.prompt_length is None:  # first call: one token generated
+            self.prompt_length = input_ids.shape[1] - 1
+        tails = input_ids[:, max(self.prompt_length, input_ids.shape[1] - self.window) :]
+        texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
+        return torch.tensor([any(stop in text for stop in self.stops) for text in texts], device=input_ids.device)
+
+
+def add_stop_criterion(causal_lm: Any, tokenizer: Any, stops: Sequence[str]) -> Callable[[], None]:
+    """Make every `causal_lm.generate` call stop each row at `stops` (a fresh `StopStringCriterion` per call,
+    after any criteria the caller passed); returns how to undo it."""
+    from transformers import StoppingCriteriaList
+
+    if getattr(causal_lm, _STOP_MARKER, False):
         return lambda: None
     previous_generate = causal_lm.generate
 
     @functools.wraps(previous_generate)
-    def generate_with_tokenizer(*args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("tokenizer", tokenizer)
-        return previous_generate(*args, **kwargs)
+    def generate_with_stops(*args: Any, **kwargs: Any) -> Any:
+        criteria = StoppingCriteriaList(kwargs.get("stopping_criteria") or [])
+        criteria.append(StopStringCriterion(tokenizer, stops))
+        return previous_generate(*args, **{**kwargs, "stopping_criteria": criteria})
 
-    return patch_attribute(causal_lm, "generate", generate_with_tokenizer, _TOKENIZER_MARKER)
+    return patch_attribute(causal_lm, "generate", generate_with_stops, _STOP_MARKER)
 
 
 def resolve_stop_strings(args: Any, task: Any) -> tuple[str, ...]:
@@ -73,30 +96,27 @@ def resolve_stop_strings(args: Any, task: Any) -> tuple[str, ...]:
     return stops
 
 
-def stop_generation_kwargs(generation_kwargs: dict[str, Any] | None, stops: Sequence[str], use_vllm: bool
-                           ) -> dict[str, Any]:
-    """`generation_kwargs` plus the stop strings under the backend's own key (vLLM `stop`, transformers
-    `stop_strings`), merged with any the user set there."""
+def vllm_stop_kwargs(generation_kwargs: dict[str, Any] | None, stops: Sequence[str]) -> dict[str, Any]:
+    """`generation_kwargs` with `stops` added to vLLM's `stop` list (kept with any the user set there)."""
     kwargs = dict(generation_kwargs or {})
-    key = "stop" if use_vllm else "stop_strings"
-    existing = kwargs.get(key) or []
+    existing = kwargs.get("stop") or []
     existing = [existing] if isinstance(existing, str) else list(existing)
-    kwargs[key] = existing + [s for s in stops if s not in existing]
+    kwargs["stop"] = existing + [s for s in stops if s not in existing]
     return kwargs
 
 
 class StopStringsMixin:
     """Mixin for `trl.GRPOTrainer` subclasses, listed before `CPUFastLogpsMixin`: completions end at the first of
-    `self.stop_strings` (see the module docstring). The subclass sets `self.stop_strings` (empty: off) and puts
-    them into `args.generation_kwargs` (`stop_generation_kwargs`) before GRPOTrainer's constructor runs."""
+    `self.stop_strings` (see the module docstring). The subclass sets `self.stop_strings` (empty: off) and, for
+    vLLM, puts them into `args.generation_kwargs` (`vllm_stop_kwargs`) before GRPOTrainer's constructor runs."""
 
     stop_strings: tuple[str, ...] = ()
 
     def _install_model_patches(self, causal_lm: Any) -> list[Callable[[], None]]:
-        """The parent's patches, plus the tokenizer for transformers' stop strings (vLLM takes `stop` itself)."""
+        """The parent's patches, plus the stop criterion for transformers' `generate` (vLLM takes `stop` itself)."""
         patches = super()._install_model_patches(causal_lm)  # type: ignore[misc]
         if self.stop_strings and not self.args.use_vllm:  # type: ignore[attr-defined]
-            patches.append(add_generate_tokenizer(causal_lm, self._tokenizer))  # type: ignore[attr-defined]
+            patches.append(add_stop_criterion(causal_lm, self._tokenizer, self.stop_strings))  # type: ignore[attr-defined]
         return patches
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):  # noqa: D102 (TRL hook)
