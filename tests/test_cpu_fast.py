@@ -72,7 +72,7 @@ def test_without_gradient_or_entropy_only_log_probs_are_returned() -> None:
     torch.testing.assert_close(logps, _naive(hidden, weight, targets, 1.0, None)[0])
 
 
-def _trainer(model_dir: Path, tmp_path: Path, fast: bool, **config: object):
+def _trainer(model_dir: Path, tmp_path: Path, fast: bool, lora_dropout: float = 0.0, **config: object):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -97,7 +97,7 @@ def _trainer(model_dir: Path, tmp_path: Path, fast: bool, **config: object):
         reward_funcs=lambda completions, **_: [float(len(set(c))) for c in completions],
         args=args,
         train_dataset=Dataset.from_list([{"prompt": "the answer is"}, {"prompt": "solve this problem"}] * 4),
-        peft_config=default_lora_config(r=4, lora_dropout=0.0),
+        peft_config=default_lora_config(r=4, lora_dropout=lora_dropout),
     )
 
 
@@ -114,8 +114,14 @@ def _loss_and_grads(trainer, inputs) -> tuple[torch.Tensor, dict[str, torch.Tens
     "config",
     [{}, {"entropy_coef": 0.05, "temperature": 0.7}, {"beta": 0.1}, {"gradient_checkpointing": True}],
 )
-def test_grpo_loss_and_gradients_match_trl(tiny_gemma3: Path, tmp_path: Path, config: dict) -> None:
-    """Same sampled batch: per-token log-probs, entropies, loss and LoRA gradients equal TRL's own path."""
+def test_grpo_loss_and_gradients_match_trl(
+    tiny_gemma3: Path, tmp_path: Path, config: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same sampled batch: per-token log-probs, entropies, loss and LoRA gradients equal TRL's own path, with each
+    group's prompt computed once (the rows share 2 prompts)."""
+    shared = []
+    share = cpu_fast.shared_prompt_hidden_states
+    monkeypatch.setattr(cpu_fast, "shared_prompt_hidden_states", lambda *a: shared.append(share(*a)) or shared[-1])
     fast, plain = _trainer(tiny_gemma3, tmp_path, True, **config), _trainer(tiny_gemma3, tmp_path, False, **config)
     plain.model.load_state_dict(fast.model.state_dict())
     fast.model.train()
@@ -136,6 +142,20 @@ def test_grpo_loss_and_gradients_match_trl(tiny_gemma3: Path, tmp_path: Path, co
     assert fast_grads.keys() == plain_grads.keys() and fast_grads
     for name, grad in fast_grads.items():
         torch.testing.assert_close(grad, plain_grads[name], rtol=1e-4, atol=1e-6, msg=name)
+    assert shared and all(hidden is not None for hidden in shared)  # the shared-prompt forward ran
+
+
+def test_prompt_sharing_only_where_it_is_exact(tiny_gemma3: Path, tmp_path: Path) -> None:
+    """Active dropout (one mask per row) and activation checkpointing (a second cache update) use the full forward."""
+    trainer = _trainer(tiny_gemma3, tmp_path, True)
+    backbone = trainer._causal_lm(trainer.model).base_model
+    backbone.train()
+    assert cpu_fast._prompt_sharing_allowed(backbone)
+    trainer._causal_lm(trainer.model).gradient_checkpointing_enable()
+    assert not cpu_fast._prompt_sharing_allowed(backbone)
+    dropout = _trainer(tiny_gemma3, tmp_path / "dropout", True, lora_dropout=0.1)
+    dropout.model.train()
+    assert not cpu_fast._prompt_sharing_allowed(dropout._causal_lm(dropout.model).base_model)
 
 
 def test_unsupported_settings_use_trls_path(tiny_qwen3: Path, tmp_path: Path) -> None:
