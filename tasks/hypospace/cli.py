@@ -1,5 +1,10 @@
 """`divrl hypospace generate`: write every observation set of a HypoSpace configuration as JSONL.
 
+Instances are streamed to the file as they are enumerated, never held in memory together (grid 6 / height 6
+held 470 MB before the first line was written). `--split all` without `--limit` is one pass; a split or a
+limit needs the number of instances first, so it enumerates twice (a counting pass, then the writing pass).
+The file appears complete or not at all: lines go to a `.partial` file renamed at the end.
+
 Also the shared command-line pieces (task parameters, split options) that `divrl eval recovery` reuses.
 """
 
@@ -13,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from divrl.tasks.hypospace import HypoSpaceTask, Instance
 
 # Command-line option -> (domain, task constructor keyword).
@@ -131,17 +138,50 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+def stream_split(task: HypoSpaceTask, split: str, seed: int = 0, test_fraction: float = 0.5,
+                 limit: int | None = None) -> Iterator[Instance]:
+    """The instances `task.split(split, seed, test_fraction, limit)` returns, in the same order, built one at a
+    time; a split other than "all", or a limit, costs one extra counting pass over the enumeration."""
+    from divrl.tasks.hypospace.common import split_instances
+
+    if split == "all" and limit is None:
+        yield from task.iter_instances()
+        return
+    count = sum(1 for _ in task.enumerate())
+    chosen = set(split_instances(range(count), split, seed, test_fraction, limit))  # the same indices as split()
+    if not chosen:
+        raise ValueError(f"split {split!r} of {task.name} {task.params} is empty "
+                         f"(test_fraction={test_fraction}, limit={limit})")
+    for index, instance in enumerate(task.iter_instances()):
+        if index in chosen:
+            yield instance
+
+
 def _generate(args: argparse.Namespace) -> int:
-    from divrl.tasks.hypospace import write_jsonl
+    import json
+
+    from divrl.tasks.hypospace.common import split_instances
 
     try:
         task = task_from_args(args.domain, args)
         out = output_file(args.out)
-        instances = split_from_args(task, args)
+        split_instances([], args.split, args.seed, args.test_fraction, args.limit)  # bad split options: fail now
     except ValueError as exc:
         print(f"divrl hypospace generate: error: {exc}", file=sys.stderr)
         return 2
-    count = write_jsonl(instances, out)
-    hypotheses = sum(len(i.hypotheses) for i in instances)
+    partial = out.with_name(f".{out.name}.partial")
+    count = hypotheses = 0
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            for instance in stream_split(task, args.split, args.seed, args.test_fraction, args.limit):
+                handle.write(json.dumps(instance.to_json(), ensure_ascii=False) + "\n")
+                count += 1
+                hypotheses += len(instance.hypotheses)
+        partial.replace(out)
+    except ValueError as exc:
+        print(f"divrl hypospace generate: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        partial.unlink(missing_ok=True)
     print(f"{task.name} {task.params}: wrote {count} observation sets ({hypotheses} admissible hypotheses) to {out}")
     return 0

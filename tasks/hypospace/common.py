@@ -279,11 +279,14 @@ class HypoSpaceTask(ABC):
 
     @cached_property
     def _instances(self) -> tuple[Instance, ...]:
+        return tuple(self.iter_instances())
+
+    def iter_instances(self) -> Iterator[Instance]:
+        """All observation sets in generation order, built one at a time (nothing kept: `divrl hypospace generate`
+        streams them to its JSONL); `instances()` holds the same instances in memory."""
         params = self.params
-        return tuple(
-            Instance(f"{self.domain}-{self.tag}-{i:05d}", self.domain, params, tuple(obs), tuple(hyps))
-            for i, (obs, hyps) in enumerate(self.enumerate())
-        )
+        for i, (obs, hyps) in enumerate(self.enumerate()):
+            yield Instance(f"{self.domain}-{self.tag}-{i:05d}", self.domain, params, tuple(obs), tuple(hyps))
 
     def instances(self) -> list[Instance]:
         """All observation sets of this configuration, in generation order (computed once)."""
