@@ -224,6 +224,8 @@ def load_model_and_tokenizer(
     quantize: Quantize = "auto",
     dtype: str | torch.dtype = "auto",
     attn_implementation: str | None = None,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
     cpu: bool = False,
     log: Callable[[str], None] = _stderr,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -232,7 +234,8 @@ def load_model_and_tokenizer(
     quantize="auto" loads 4-bit NF4 (bf16 compute, bitsandbytes) when CUDA is present and unquantized
     weights otherwise; "4bit" asks for NF4 and falls back with a message on CPU, where bitsandbytes is
     impractically slow. dtype="auto" is bf16 on CUDA and float32 on CPU. cpu=True loads for the CPU even when
-    CUDA is present (a trainer run with use_cpu).
+    CUDA is present (a trainer run with use_cpu). `attn_implementation`, `revision` (a hub branch, tag or commit)
+    and `trust_remote_code` go to `from_pretrained` (the last two to the tokenizer's too).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
@@ -245,6 +248,9 @@ def load_model_and_tokenizer(
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
+    hub_kwargs: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code)}
+    if revision not in (None, "main"):
+        hub_kwargs["revision"] = revision
     if quantize != "none" and cuda:
         from accelerate import PartialState
 
@@ -261,8 +267,8 @@ def load_model_and_tokenizer(
         device = "training on the CPU (use_cpu)" if cpu else "no CUDA device"
         log(f"{reason} {device}, so {name_or_path} loads unquantized in {torch_dtype} (LoRA on CPU)")
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs, **hub_kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs)
     except OSError as exc:
         raise ValueError(
             f"could not load model {name_or_path!r} ({exc.__class__.__name__}: {exc}). Hub ids need network "
@@ -283,6 +289,36 @@ def default_lora_config(**overrides: Any) -> LoraConfig:
     )
     settings.update(overrides)
     return LoraConfig(**settings)
+
+
+# LoRA options of TRL's ModelConfig that a method cannot train with: field -> (methods' config flag, reason).
+LORA_OPTIONS_REFUSED = {
+    "use_dora": ("population", "a population soup averages s * B @ A deltas; DoRA's magnitude normalisation makes "
+                               "that average inexact"),
+    "lora_modules_to_save": ("population", "every member would need its own full copy of those modules"),
+    "lora_target_parameters": ("population", "the soup handles LoRA on linear layers only, not on raw parameters"),
+}
+
+
+def lora_config_from_model_args(model_args: Any, training_args: Any = None) -> LoraConfig | None:
+    """The LoRA adapter a recipe asks for: TRL's `get_peft_config(model_args)` (r, alpha, dropout, targets, DoRA,
+    rsLoRA, modules_to_save, target_parameters, task type), with divrl's default target "all-linear" when the
+    recipe names neither target modules nor target parameters. None without `use_peft`.
+
+    With `training_args`, options an enabled method cannot train with (`LORA_OPTIONS_REFUSED`) are a ValueError
+    naming the ModelConfig field, before the model loads.
+    """
+    from trl import get_peft_config
+
+    config = get_peft_config(model_args)
+    if config is None:
+        return None
+    if model_args.lora_target_modules is None and model_args.lora_target_parameters is None:
+        config.target_modules = "all-linear"
+    for option, (method, reason) in LORA_OPTIONS_REFUSED.items():
+        if training_args is not None and getattr(training_args, method, False) and getattr(model_args, option):
+            raise ValueError(f"{option}={getattr(model_args, option)!r} cannot be used with {method}: {reason}")
+    return config
 
 
 def register(subparsers: Any) -> None:

@@ -179,6 +179,12 @@ def check_recipe_values(script_args: Any, training_args: Any, model_args: Any, o
         if getattr(strategy, "value", strategy) == "steps" and value is not None and not (_finite(value) and value > 0):
             _fail(origin, name, f"must be > 0 with {name.replace('_steps', '_strategy')}='steps' (a number of "
                                 f"steps, or a fraction of the run below 1), got {value!r}")
+    if model_args.use_peft:
+        from divrl.models import LORA_OPTIONS_REFUSED
+
+        for option, (method, reason) in LORA_OPTIONS_REFUSED.items():
+            if getattr(training_args, method, False) and getattr(model_args, option, None):
+                _fail(origin, option, f"cannot be used with {method}: {reason}")
     output_dir = Path(training_args.output_dir).expanduser()
     blocking = next((p for p in (output_dir, *output_dir.parents) if p.exists() and not p.is_dir()), None)
     if blocking is not None:

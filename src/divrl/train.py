@@ -84,7 +84,7 @@ def task_args_with_overrides(script_args: TrainScriptArguments) -> dict[str, Any
 
 def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_args: Any) -> Any:
     """Task, dataset, model and LoRA, wired into a `DivRLTrainer` that runs the methods the config enables."""
-    from divrl.models import default_lora_config, load_model_and_tokenizer
+    from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
     from divrl.trainers.divrl_trainer import DivRLTrainer
 
     task = build_task(script_args.task, **task_args_with_overrides(script_args))
@@ -92,10 +92,16 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     if script_args.recovery_eval and not script_args.task.startswith("hypospace"):
         raise ValueError(f"recovery_eval measures HypoSpace recovery; task {script_args.task!r} has no admissible "
                          "sets (set recovery_eval false)")
+    # Every LoRA option of ModelConfig (DoRA, rsLoRA, modules_to_save, target_parameters, ...) via TRL's
+    # get_peft_config; options an enabled method cannot train with are refused here, before the model loads.
+    peft_config = lora_config_from_model_args(model_args, training_args)
     model_name = dry_run_model(training_args) if script_args.dry_run else model_args.model_name_or_path
     if not model_name:
         raise ValueError("model_name_or_path is required (a hub id, a local path or embedded:gemma-3-270m)")
     model, tokenizer = load_model_and_tokenizer(model_name, quantize=script_args.quantize, dtype=model_args.dtype,
+                                                attn_implementation=model_args.attn_implementation,
+                                                revision=model_args.model_revision,
+                                                trust_remote_code=training_args.trust_remote_code,
                                                 cpu=training_args.use_cpu)
     style = script_args.prompt_style
     if style == "auto":
@@ -107,12 +113,6 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     if script_args.recovery_eval or trl_eval:
         eval_dataset = task.train_dataset(split="test", style=style, seed=script_args.split_seed,
                                           limit=script_args.instance_limit, n_exemplars=script_args.n_exemplars)
-    peft_config = None
-    if model_args.use_peft:
-        peft_config = default_lora_config(
-            r=model_args.lora_r, lora_alpha=model_args.lora_alpha, lora_dropout=model_args.lora_dropout,
-            **({"target_modules": model_args.lora_target_modules} if model_args.lora_target_modules else {}),
-        )
     # TRL's eval loop needs eval_dataset at construction. Recovery evaluation alone attaches it afterwards: the
     # population method takes its member-selection prompts from a constructor-time eval_dataset, and evaluating
     # must not change what is trained (nor select members on held-out instances).
