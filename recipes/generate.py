@@ -53,10 +53,31 @@ MOE_ATTENTION_LORA = ["q_proj", "k_proj", "v_proj", "o_proj"]
 # parameters under ZeRO-3) and FlowRL's log Z head lives outside the sharded model; both refuse at construction.
 SHARDED_UNSUPPORTED = ("pop", "pop-ips-qd", "flowrl")
 
-# Model families: where they run, how they are loaded and prompted, and their batch sizes.
+# Generation backends, named in every recipe's header ("# Generation: ...").
+HF_GENERATE_4BIT = ("transformers generate, not vLLM: the base is 4-bit NF4, and TRL syncs LoRA weights to vLLM by "
+                    "merging the adapter into the base and unmerging it, which a 4-bit base cannot take cleanly "
+                    "(dequantise, add, requantise at every sync); the -vllm family is the vLLM variant (bf16 base)")
+VLLM_COLOCATE = ("vLLM, colocated on the training GPU (use_vllm, vllm_mode colocate), on a bf16 base: TRL's weight "
+                 "sync merges the LoRA adapter into the base, pushes it to vLLM and unmerges it, in bf16 instead of "
+                 "requantising a 4-bit base; divrl adds the task's stop_strings to vLLM's `stop` "
+                 "(generation_kwargs), so a recipe lists only extra stops there")
+HF_GENERATE_ZERO3 = ("transformers generate, not vLLM: a colocated vLLM engine would hold a full bf16 copy of the 30B "
+                     "model (~60 GB) beside each GPU's ZeRO-3 shard; for vLLM, serve it on separate GPUs "
+                     "(`trl vllm-serve`) and add use_vllm: true, vllm_mode: server")
+HF_GENERATE_CPU = "transformers generate (divrl's CPU sampler): vLLM needs a GPU"
+
+# vLLM variants: the 4-bit single-GPU families with a bf16 base and colocated vLLM generation. Every method runs
+# with them (population refuses vLLM only on a quantised base, where each member switch would requantise it).
+VLLM_SETTINGS: dict[str, Any] = {
+    "quantize": "none", "use_vllm": True, "vllm_mode": "colocate",
+    "vllm_gpu_memory_utilization": 0.3,  # bf16 4B weights (~8 GB) + KV cache in 30% of a 40 GB GPU
+    "vllm_max_model_length": 4096,  # prompt + completion; the model's own limit (40k) would reserve GBs of KV cache
+}
+
+# Model families: where they run, how they are loaded and prompted, how they generate, and their batch sizes.
 MODELS: dict[str, dict[str, Any]] = {
     "gemma-3-4b-it": {
-        "hardware": "1 GPU >= 16 GB", "accelerate_config": "single_gpu.yaml",
+        "hardware": "1 GPU >= 16 GB", "accelerate_config": "single_gpu.yaml", "generation": HF_GENERATE_4BIT,
         "settings": {"model_name_or_path": "google/gemma-3-4b-it", "quantize": "auto", "dtype": "bfloat16",
                      "bf16": True, "prompt_style": "chat", "per_device_train_batch_size": 8,
                      "gradient_accumulation_steps": 4, "max_completion_length": 256, "learning_rate": 2e-5,
@@ -64,7 +85,7 @@ MODELS: dict[str, dict[str, Any]] = {
                      "lora_target_modules": GEMMA3_LANGUAGE_LORA},
     },
     "qwen3-4b": {
-        "hardware": "1 GPU >= 16 GB", "accelerate_config": "single_gpu.yaml",
+        "hardware": "1 GPU >= 16 GB", "accelerate_config": "single_gpu.yaml", "generation": HF_GENERATE_4BIT,
         "settings": {"model_name_or_path": "Qwen/Qwen3-4B", "quantize": "auto", "dtype": "bfloat16", "bf16": True,
                      "prompt_style": "chat", "chat_template_kwargs": {"enable_thinking": False},
                      "per_device_train_batch_size": 8, "gradient_accumulation_steps": 4,
@@ -72,7 +93,7 @@ MODELS: dict[str, dict[str, Any]] = {
                      "activation_checkpointing": True},
     },
     "qwen3-30b-a3b": {
-        "hardware": "8 GPUs >= 80 GB", "accelerate_config": "deepspeed_zero3.yaml",
+        "hardware": "8 GPUs >= 80 GB", "accelerate_config": "deepspeed_zero3.yaml", "generation": HF_GENERATE_ZERO3,
         "settings": {"model_name_or_path": "Qwen/Qwen3-30B-A3B", "quantize": "none", "dtype": "bfloat16",
                      "bf16": True, "prompt_style": "chat", "chat_template_kwargs": {"enable_thinking": False},
                      "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
@@ -82,7 +103,7 @@ MODELS: dict[str, dict[str, Any]] = {
         "methods": tuple(m for m in METHODS if m not in SHARDED_UNSUPPORTED),
     },
     "embedded-cpu": {
-        "hardware": "CPU, 2+ cores", "accelerate_config": None,
+        "hardware": "CPU, 2+ cores", "accelerate_config": None, "generation": HF_GENERATE_CPU,
         "settings": {"model_name_or_path": "embedded:gemma-3-270m", "quantize": "none", "dtype": "float32",
                      "bf16": False, "use_cpu": True, "prompt_style": "base", "n_exemplars": 3,
                      "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
@@ -103,6 +124,9 @@ MODELS: dict[str, dict[str, Any]] = {
                              "pop-ips-qd": {"population_size": 3, "population_top_m": 2, "population_interval": 5}},
     },
 }
+for _family in ("gemma-3-4b-it", "qwen3-4b"):
+    MODELS[f"{_family}-vllm"] = {**MODELS[_family], "hardware": "1 GPU >= 40 GB", "generation": VLLM_COLOCATE,
+                                 "settings": {**MODELS[_family]["settings"], **VLLM_SETTINGS}}
 
 
 def recipe(model: str, task: str, method: str) -> dict[str, Any]:
@@ -138,6 +162,7 @@ def render(path: Path, settings: dict[str, Any]) -> str:
               else "divrl train ")
     header = (f"# Generated by recipes/generate.py: edit the table there, not this file.\n"
               f"# Hardware: {MODELS[model]['hardware']}\n"
+              f"# Generation: {MODELS[model]['generation']}\n"
               f"# Run: {launch}{path.relative_to(ROOT.parent)}\n")
     return header + yaml.safe_dump(settings, sort_keys=False)
 

@@ -179,6 +179,10 @@ def check_recipe_values(script_args: Any, training_args: Any, model_args: Any, o
         if getattr(strategy, "value", strategy) == "steps" and value is not None and not (_finite(value) and value > 0):
             _fail(origin, name, f"must be > 0 with {name.replace('_steps', '_strategy')}='steps' (a number of "
                                 f"steps, or a fraction of the run below 1), got {value!r}")
+    if training_args.use_vllm and training_args.population and script_args.quantize != "none":
+        _fail(origin, "quantize", f"{script_args.quantize!r} with population and use_vllm: TRL syncs each member's "
+              "LoRA to vLLM by merging it into the base and unmerging it, which requantises a 4-bit base at every "
+              "member switch; set quantize: none (a bf16 base, as in the recipes/*-vllm families) or use_vllm: false")
     if model_args.use_peft:
         from divrl.models import LORA_OPTIONS_REFUSED
 

@@ -27,7 +27,8 @@ from divrl.task import build_task, task_names
 # finds the tiny model's checkpoints (it looks for checkpoint-* directly in output_dir).
 DRY_RUN_SUBDIR = "dry-run"
 # What a dry run forces so that a GPU recipe checks out on a CPU-only machine.
-DRY_RUN_OVERRIDES = ("--use_cpu", "true", "--bf16", "false", "--fp16", "false", "--dtype", "float32")
+DRY_RUN_OVERRIDES = ("--use_cpu", "true", "--bf16", "false", "--fp16", "false", "--dtype", "float32",
+                     "--use_vllm", "false")  # vLLM needs a GPU: a dry run generates with transformers
 
 
 @dataclass
@@ -63,7 +64,7 @@ class TrainScriptArguments:
         "help": "Token limit of recovery-evaluation completions (default: max_completion_length)."})
     dry_run: bool = field(default=False, metadata={
         "help": f"Build everything with the recipe's settings on a tiny local model and run one step, on the CPU "
-                f"(use_cpu, no bf16, float32), writing into OUTPUT_DIR/{DRY_RUN_SUBDIR} (never the real run's "
+                f"(use_cpu, no bf16, float32, no vLLM), writing into OUTPUT_DIR/{DRY_RUN_SUBDIR} (never the real run's "
                 "checkpoints); resume_from_checkpoint is ignored."})
 
 
