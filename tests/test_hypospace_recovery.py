@@ -383,7 +383,8 @@ def test_exact_curve_through_the_real_transformers_sampler(
     calls: list[tuple[int, int]] = []
 
     def generate(input_ids: torch.Tensor, num_return_sequences: int, pad_token_id: int, **kwargs: object):
-        assert kwargs["stop_strings"] == ["\nEND"] and kwargs["max_new_tokens"] == 64
+        (criterion,) = kwargs["stopping_criteria"]
+        assert criterion.stops == ("\nEND",) and kwargs["max_new_tokens"] == 64
         calls.append((len(input_ids), num_return_sequences))
         rows = []
         for ids in input_ids.tolist():
