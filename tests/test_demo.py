@@ -9,9 +9,20 @@ import pytest
 
 
 @pytest.mark.slow
-def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from divrl import memory, train
     from divrl.cli import main
 
+    calls = []  # memory hygiene (issue 12): large frees unmapped from the start, memory released after each phase
+
+    def spy(module: object, name: str, label: str) -> None:
+        function = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args: calls.append(label) or function(*args))
+
+    spy(memory, "return_large_frees_to_os", "unmap large frees")
+    spy(memory, "release_freed_memory", "release")
+    spy(train, "main", "train")
     out = tmp_path / "demo"
     code = main(["demo", "--model", str(tiny_qwen3), "--steps", "1", "--instances", "4", "--samples", "2",
                  "--out", str(out)])
@@ -24,5 +35,7 @@ def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, cap
     report = (out / "report.md").read_text()
     assert report.count("\n| ") >= 3 + 2  # a row per model and per trained method
     assert "Wall time: prepare" in report and (out / "eval" / "recovery.png").stat().st_size > 0
+    assert "Peak memory (resident set size of the demo process): " in report
+    assert calls == ["unmap large frees", "release", "train", "release", "train", "release"]
     for method in ("grpo", "ips"):
         assert (out / method / "adapter_model.safetensors").is_file()

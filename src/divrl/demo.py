@@ -5,6 +5,10 @@ the CPU recipes `recipes/embedded-cpu/hypospace-voxel/{grpo,ips}.yaml` (`divrl t
 base model and both adapters with recovery curves on held-out instances (`divrl eval recovery`), and
 writes `OUT/report.md` with the table and the curves. A demonstration of the pipeline, not a claim:
 a few CPU steps barely move a model; see the README for the full-size GPU recipes.
+
+Every phase runs in this one process, so the demo returns freed tensors to the system as it goes
+(`divrl.memory`): without that, glibc's heap kept the largest phase's activations resident through all the
+later ones (issue 12: about 10 GB during training and evaluation). Its peak RSS is in the report.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def _training_summary(run_dir: Path) -> dict[str, float]:
     return summary
 
 
-def write_report(out: Path, args: argparse.Namespace, timings: dict[str, float]) -> Path:
+def write_report(out: Path, args: argparse.Namespace, timings: dict[str, float], peak_rss: int | None = None) -> Path:
     """`report.md`: recovery table (with 95% intervals), training summaries, timings and the curve plot."""
     recovery = json.loads((out / "eval" / "recovery.json").read_text())
     lines = [
@@ -60,8 +64,10 @@ def write_report(out: Path, args: argparse.Namespace, timings: dict[str, float])
         lines.append(f"| {method} | {s.get('reward', float('nan')):.3f} | "
                      f"{s.get('ips/distinct_outcomes', float('nan')):.2f} | "
                      f"{s.get('completions/mean_length', float('nan')):.1f} |")
-    lines += ["", "Wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()), "",
-              "![recovery curves](eval/recovery.png)", ""]
+    lines += ["", "Wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())]
+    if peak_rss is not None:
+        lines += ["", f"Peak memory (resident set size of the demo process): {peak_rss / 1e9:.2f} GB"]
+    lines += ["", "![recovery curves](eval/recovery.png)", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path
@@ -70,6 +76,7 @@ def write_report(out: Path, args: argparse.Namespace, timings: dict[str, float])
 def run_demo(args: argparse.Namespace) -> int:
     """Prepare, train each method, evaluate all models, report; prints progress throughout."""
     from divrl.cli import main as divrl
+    from divrl.memory import peak_rss_bytes, release_freed_memory, return_large_frees_to_os
     from divrl.models import resolve_model_name
 
     if not RECIPES.is_dir():
@@ -77,11 +84,13 @@ def run_demo(args: argparse.Namespace) -> int:
                          "source checkout (`make demo`)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    return_large_frees_to_os()  # before the first large allocation: each phase's tensors go back when freed
     total = len(args.methods) + 3
     start = time.time()
     timings: dict[str, float] = {}
     _banner(1, total, f"preparing {args.model}", start)
     resolve_model_name(args.model)
+    release_freed_memory()  # the conversion's copies (first use), before training
     timings["prepare"] = time.time() - start
     for i, method in enumerate(args.methods, start=2):
         _banner(i, total, f"training {method} for {args.steps} steps", start)
@@ -91,6 +100,7 @@ def run_demo(args: argparse.Namespace) -> int:
                       "--output_dir", str(out / method), "--logging_steps", "1", "--save_strategy", "no"])
         if code:
             return code
+        release_freed_memory()  # the finished trainer and its model, before the next phase loads another
         timings[f"train {method}"] = time.time() - t0
     _banner(total - 1, total, f"recovery evaluation of base + {', '.join(args.methods)}", start)
     t0 = time.time()
@@ -104,7 +114,7 @@ def run_demo(args: argparse.Namespace) -> int:
     timings["evaluate"] = time.time() - t0
     timings["total"] = time.time() - start
     _banner(total, total, "writing the report", start)
-    print(f"wrote {write_report(out, args, timings)}")
+    print(f"wrote {write_report(out, args, timings, peak_rss_bytes())}")
     return 0
 
 
