@@ -112,3 +112,46 @@ def test_finished_train_run_leaves_no_model_alive(tiny_qwen3: Path, tmp_path: Pa
     assert code == 0 and len(loaded) == 1
     gc.collect()
     assert loaded[0]() is None, [type(r).__name__ for r in gc.get_referrers(loaded[0]())]
+
+
+def _head_positions(model) -> list[int]:
+    """Positions per row that each LM-head call of `model` projects (recorded by a forward hook)."""
+    positions: list[int] = []
+    head = (model.get_base_model() if hasattr(model, "get_base_model") else model).get_output_embeddings()
+    head.register_forward_hook(lambda _module, args, _output: positions.append(args[0].shape[-2]))
+    return positions
+
+
+@pytest.mark.parametrize("cpu_fast", [True, False])
+def test_sampling_projects_one_position_per_row(tiny_gemma3: Path, cpu_fast: bool) -> None:
+    """Evaluation sampling (divrl's CPU decoding, or transformers' loop) computes the 262k-token logits of the last
+    position only, prefill included: full-prompt logits would take rows x prompt x 262k x 4 bytes (issue 12)."""
+    from divrl.sampling import SamplingConfig, TransformersSampler, load_for_sampling
+
+    model, tokenizer = load_for_sampling(str(tiny_gemma3), quantize="none", dtype="float32")
+    sampler = TransformersSampler(model, tokenizer, SamplingConfig(max_new_tokens=4, batch_size=4), cpu_fast=cpu_fast)
+    positions = _head_positions(model)
+    completions = sampler(["a long enough prompt of several tokens", "another prompt"], n=2)
+    assert [len(c) for c in completions] == [2, 2]
+    assert positions and set(positions) == {1}, positions
+
+
+def test_training_generation_projects_one_position_per_row(tiny_gemma3: Path) -> None:
+    """The trainers' CPU generation (prefill of each distinct prompt shared by its group) projects one position per
+    row too."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from divrl.trainers.cpu_fast import add_decode_lm_head, add_decode_sampler
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_gemma3, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_gemma3)
+    add_decode_lm_head(model)
+    add_decode_sampler(model)
+    positions = _head_positions(model)
+    inputs = tokenizer(["a long enough prompt of several tokens"] * 4, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**inputs, do_sample=True, max_new_tokens=4, min_new_tokens=4,
+                             pad_token_id=tokenizer.pad_token_id or 0)
+    assert out.shape == (4, inputs["input_ids"].shape[1] + 4)
+    assert positions and set(positions) == {1}, positions
