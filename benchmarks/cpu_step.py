@@ -176,21 +176,22 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Per arm and phase the median and the best (minimum) over rounds; each other arm's time over divrl's, per
     round (same load) and between the best steps (the estimate least inflated by other jobs' load)."""
     summary: dict[str, Any] = {}
+    arms = list(rounds[0])  # in ARMS order, divrl last
     for kind in ("wall", "cpu"):
         phases = (*PHASES, "total")
-        seconds = {arm: {p: [r[arm][kind][p] for r in rounds] for p in phases} for arm in ARMS}
+        seconds = {arm: {p: [r[arm][kind][p] for r in rounds] for p in phases} for arm in arms}
         summary[kind] = {
-            "median_seconds": {arm: {p: statistics.median(v) for p, v in seconds[arm].items()} for arm in ARMS},
-            "best_seconds": {arm: {p: min(v) for p, v in seconds[arm].items()} for arm in ARMS},
+            "median_seconds": {arm: {p: statistics.median(v) for p, v in seconds[arm].items()} for arm in arms},
+            "best_seconds": {arm: {p: min(v) for p, v in seconds[arm].items()} for arm in arms},
         }
-        for arm in ARMS[:-1]:
+        for arm in arms[:-1]:
             ratios = [r[arm][kind]["total"] / r["divrl"][kind]["total"] for r in rounds]
             summary[kind][f"{arm}_over_divrl"] = {
                 "per_round": ratios,
                 "median": statistics.median(ratios),
                 "best": min(seconds[arm]["total"]) / min(seconds["divrl"]["total"]),
             }
-    summary["completion_tokens"] = {arm: statistics.mean(r[arm]["completion_tokens"] for r in rounds) for arm in ARMS}
+    summary["completion_tokens"] = {arm: statistics.mean(r[arm]["completion_tokens"] for r in rounds) for arm in arms}
     return summary
 
 
@@ -198,15 +199,16 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
     """The `## ` fragment for BENCHMARKS.md: best and median seconds per phase, the ratios and the machine."""
     settings, summary = result["settings"], result["summary"]
     wall, cpu = summary["wall"], summary["cpu"]
-    header = " | ".join(f"{arm} {stat}" for stat in ("best", "median") for arm in ARMS)
+    arms = list(summary["completion_tokens"])
+    header = " | ".join(f"{arm} {stat}" for stat in ("best", "median") for arm in arms)
     rows = []
     for phase in (*PHASES, "total"):
-        cells = [f"{wall[stat][arm][phase]:.1f}" for stat in ("best_seconds", "median_seconds") for arm in ARMS]
+        cells = [f"{wall[stat][arm][phase]:.1f}" for stat in ("best_seconds", "median_seconds") for arm in arms]
         rows.append(f"| {phase.replace('_', ' ')} | " + " | ".join(cells) + " |")
-    tokens = " | ".join(f"{summary['completion_tokens'][arm]:.1f}" for arm in ARMS)
+    tokens = " | ".join(f"{summary['completion_tokens'][arm]:.1f}" for arm in arms)
     rows.append(f"| mean completion tokens | {tokens} | {tokens} |")
     ratios = []
-    for arm in ARMS[:-1]:
+    for arm in arms[:-1]:
         w, c = wall[f"{arm}_over_divrl"], cpu[f"{arm}_over_divrl"]
         ratios.append(f"- {arm} / divrl: {w['best']:.2f}x between the best steps; per round "
                       f"{', '.join(f'{r:.2f}x' for r in w['per_round'])} (median {w['median']:.2f}x); process CPU "
@@ -224,7 +226,7 @@ distribution as vanilla; no stop, no prompt sharing); `divrl` is `DivRLTrainer` 
 over rounds.
 
 | phase | {header} |
-|---|{"---|" * (2 * len(ARMS))}
+|---|{"---|" * (2 * len(arms))}
 {chr(10).join(rows)}
 
 Step time over divrl's:
@@ -245,8 +247,10 @@ def main() -> None:
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--completion-length", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {ARMS} (divrl always runs)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
+    arms = [arm for arm in ARMS if arm in {*args.arms.split(","), "divrl"}]
     if args.rounds < 1 or args.num_generations < 2 or args.completion_length < 1:
         parser.error("--rounds >= 1, --num-generations >= 2 and --completion-length >= 1 are required")
 
@@ -263,20 +267,20 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(args.model))
     prompt_tokens = round(statistics.mean(len(tokenizer(p)["input_ids"]) for p in dataset["prompt"]))
     with tempfile.TemporaryDirectory() as out_dir:
-        trainers = {arm: build_trainer(arm, args, task, dataset, out_dir) for arm in ARMS}
+        trainers = {arm: build_trainer(arm, args, task, dataset, out_dir) for arm in arms}
         for trainer in trainers.values():
             warm_up(trainer)
         rounds = []
         for index in range(args.rounds):
-            order = ARMS if index % 2 == 0 else ARMS[::-1]
+            order = arms if index % 2 == 0 else arms[::-1]
             record = {}
             for arm in order:
                 with arm_code(arm):
                     record[arm] = timed_step(trainers[arm])
-            rounds.append(record)
+            rounds.append({arm: record[arm] for arm in arms})
             print(
                 f"round {index + 1}/{args.rounds}: "
-                + ", ".join(f"{arm} {record[arm]['wall']['total']:.1f} s" for arm in ARMS),
+                + ", ".join(f"{arm} {record[arm]['wall']['total']:.1f} s" for arm in arms),
                 flush=True,
             )
     result = {
@@ -306,9 +310,9 @@ def main() -> None:
     write_markdown(out / "cpu_step.md", result)
     for kind in ("wall", "cpu"):
         summary = result["summary"][kind]
-        best = ", ".join(f"{arm} {summary['best_seconds'][arm]['total']:.1f} s" for arm in ARMS)
+        best = ", ".join(f"{arm} {summary['best_seconds'][arm]['total']:.1f} s" for arm in arms)
         ratios = ", ".join(f"{arm}/divrl {summary[f'{arm}_over_divrl']['best']:.2f}x best, "
-                           f"{summary[f'{arm}_over_divrl']['median']:.2f}x median same-round" for arm in ARMS[:-1])
+                           f"{summary[f'{arm}_over_divrl']['median']:.2f}x median same-round" for arm in arms[:-1])
         print(f"{kind}: best {best}; {ratios}")
 
 
