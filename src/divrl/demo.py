@@ -97,7 +97,9 @@ def run_demo(args: argparse.Namespace) -> int:
         t0 = time.time()
         code = divrl(["train", str(RECIPES / f"{method}.yaml"), "--model_name_or_path", args.model,
                       "--max_steps", str(args.steps), "--instance_limit", str(args.instances),
-                      "--output_dir", str(out / method), "--logging_steps", "1", "--save_strategy", "no"])
+                      "--output_dir", str(out / method), "--logging_steps", "1", "--save_strategy", "no",
+                      # the demo evaluates every model on held-out instances once training ends
+                      "--recovery_eval", "false"])
         if code:
             return code
         release_freed_memory()  # the finished trainer and its model, before the next phase loads another
