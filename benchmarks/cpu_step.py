@@ -214,6 +214,9 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
                       f"{', '.join(f'{r:.2f}x' for r in w['per_round'])} (median {w['median']:.2f}x); process CPU "
                       f"time {c['best']:.2f}x between the best steps.")
     machine = result["machine"]
+    load_note = ("the benchmark's own two threads: nothing else ran" if machine["load_after"] < machine["nproc"] + 0.5
+                 else "the host was shared with other jobs: rounds that met heavy load are slower in every arm, "
+                      "generation most; the best steps are the closest to an idle machine")
     text = f"""## CPU step time of the embedded model (`benchmarks/cpu_step.py`)
 
 One GRPO step of `{settings["model"]}` on the CPU with the Boolean CPU recipe's data: G={settings["num_generations"]}
@@ -233,9 +236,9 @@ Step time over divrl's:
 {chr(10).join(ratios)}
 
 Machine: {machine["nproc"]} cores ({machine["cpu"]}), torch {machine["torch"]}, {machine["threads"]} torch threads;
-{result["date"]}. The host was shared with other jobs (1-minute load average {machine["load_before"]:.1f} before,
-{machine["load_after"]:.1f} after the run): rounds that met heavy load are slower in every arm, generation most
-(many small operations, each waiting for both threads); the best steps are the closest to an idle machine.
+{result["date"]}; 1-minute load average {machine["load_before"]:.1f} before and {machine["load_after"]:.1f} after the
+run ({load_note}). A step lasts as long as its longest completion: divrl's steps vary with whether some row of the
+group runs to the cap without writing END, which the per-round ratios show.
 """
     path.write_text(text)
 
