@@ -155,15 +155,21 @@ KNOWN_LIMIT = "D=3 H=8 R0=0.1"  # beyond the issue's two settings; its claims ar
 VISITED_MASS = 0.01  # a mode counts as covered when the final policy puts at least this much mass on it
 
 
-def hypergrid() -> dict[str, Any]:
-    """GRPO vs IPS (group frequency, and exact p as a diagnostic) on three hyper-grids."""
+def hypergrid(stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """GRPO vs IPS (group frequency, and exact p as a diagnostic) vs the cross-step count bonus, alone and with
+    IPS, on three hyper-grids; rows already in `stored` (an earlier run's section) are kept, not rerun."""
     out: dict[str, Any] = {}
     claims: dict[str, bool] = {}
     for label, (dim, side, r0) in HYPERGRIDS.items():
         env: TabularEnv = make_hypergrid(dim=dim, side=side, r0=r0)
         rows = {}
+        kept = (stored or {}).get("rows", {}).get(label, {})
         for name, method, cfg in (("grpo", "grpo", config("hypergrid")), ("ips", "ips", config("hypergrid")),
-                                  ("ips (exact p)", "ips", config("hypergrid", ips_exact=True))):
+                                  ("ips (exact p)", "ips", config("hypergrid", ips_exact=True)),
+                                  ("count", "count", config("hypergrid")), ("ips+count", "ips+count", config("hypergrid"))):
+            if name in kept:
+                rows[name] = kept[name]
+                continue
             run = train(env, method, cfg, SEEDS)
             modes = final(run, "outcome_freqs")
             rows[name] = {"l1": rounded(final(run, "l1_to_target")), "min_mode_mass": rounded(modes.min(1)),
@@ -224,13 +230,35 @@ def ideas_claims(rows: dict[str, Any], wall: float) -> dict[str, bool]:
 POPULATION_METHODS = [m for m in IDEA_METHODS if "pop" in m]
 
 
+def current_commit() -> str:
+    """Short hash of the checked-out commit ('unknown' outside git)."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+                          cwd=Path(__file__).parent).stdout.strip() or "unknown"
+
+
+def complete_hypergrid() -> None:
+    """Run the hyper-grid rows the stored results lack (after a method was added to the section), keep every other
+    row and section, and rewrite toy.json / toy.md saying what was run when."""
+    path = RESULTS / "toy.json"
+    results = json.loads(path.read_text())
+    start = time.perf_counter()
+    results["hypergrid"] = hypergrid(results["hypergrid"])
+    results["hypergrid_added"] = {"wall_seconds": round(time.perf_counter() - start, 1), "machine": machine(),
+                                  "commit": current_commit()}
+    for claim, ok in results["hypergrid"]["claims"].items():
+        print(f"  {'PASS' if ok else 'FAIL'}: {claim}", flush=True)
+    path.write_text(json.dumps(results, indent=1))
+    text = markdown(results)
+    (RESULTS / "toy.md").write_text(text)
+    print(text)
+
+
 def rerun_population(workers: int) -> None:
     """Rerun only the ideas rows that use the population code (after a change to it), keep every other row of
     the stored results, re-evaluate the claims and rewrite toy.json / toy.md saying what was rerun when."""
     path = RESULTS / "toy.json"
     results = json.loads(path.read_text())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
-                            cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    commit = current_commit()
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
         rerun = list(pool.map(_ideas_worker, POPULATION_METHODS))
@@ -325,6 +353,11 @@ def markdown(results: dict[str, Any]) -> str:
         for name, row in rows.items():
             lines.append(f"| {grid} | {name} | {pm(np.array(row['l1']))} | {row['modes_covered']} of "
                          f"{row['num_modes']} | {span(np.array(row['min_mode_mass']))} |")
+    grid_added = results.get("hypergrid_added")
+    if grid_added:
+        gm = grid_added["machine"]
+        lines += ["", f"Hyper-grid rows `count` and `ips+count` run on {gm['date']} (commit {grid_added['commit']}, "
+                  f"`--hypergrid-only`, {grid_added['wall_seconds']} s wall); the other rows are from the full run."]
     ide = results["ideas"]
     lines += ["", "### Simulated ideas (seed 000 Table 1): 120 epochs, 8 prompts x G 16, 5 seeds", "",
               "'outcomes / group' = distinct IPS outcomes (the quality peak an idea belongs to, `--ips-outcome peak`) "
@@ -405,7 +438,12 @@ def notes(results: dict[str, Any]) -> list[str]:
         "exact-p IPS, which up-weights a rarely sampled outcome by its true 1/p, covers "
         f"{count_range(d3['ips (exact p)']['modes_covered'])}. The D=3 grid's two claims are listed as measured "
         f"({sum(d3_claims)} of {len(d3_claims)} pass): it marks where group-frequency IPS stops working, not a "
-        "setting the seed reports.",
+        "setting the seed reports. The cross-step outcome-count bonus (`count`: + 0.5 / sqrt(1 + n), n = how often "
+        "the cell was sampled so far, issue 13's method for the diagnosed failure) covers "
+        f"{count_range(d3['count']['modes_covered'])} of the D=3 grid's 8 modes alone (L1 "
+        f"{np.mean(d3['count']['l1']):.3f}) and {count_range(d3['ips+count']['modes_covered'])} with IPS (L1 "
+        f"{np.mean(d3['ips+count']['l1']):.3f}), against group-frequency IPS's "
+        f"{count_range(d3['ips']['modes_covered'])} (L1 {np.mean(d3['ips']['l1']):.3f}).",
         "Ideas, our choices (the seed gives no peak centres and no lambda): c_i = (2 + 2 i) u_i with u_i random unit "
         "vectors (landscape seed 0), Q(x) = max_i h_i exp(-||x - c_i||^2 / (2 w_i^2)), P_exec lambda = 1. One epoch "
         "= one batch of 8 prompts x 16 ideas followed by 4 clipped gradient steps. The Gaussian head's log-std is "
@@ -454,12 +492,17 @@ def notes(results: dict[str, Any]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="processes for the ideas table (default 2)")
+    parser.add_argument("--hypergrid-only", action="store_true",
+                        help="run only the hyper-grid rows the stored results lack and update them around it")
     parser.add_argument("--population-only", action="store_true",
                         help="rerun only the ideas rows that use the population code (" + ", ".join(POPULATION_METHODS)
                         + ") and update the stored results around them")
     args = parser.parse_args()
     if args.population_only:
         rerun_population(args.workers)
+        return
+    if args.hypergrid_only:
+        complete_hypergrid()
         return
     start = time.perf_counter()
     results: dict[str, Any] = {}

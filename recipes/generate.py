@@ -33,6 +33,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "pop": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10},
     "pop-ips-qd": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10,
                    "ips": True, "qd": True},
+    "count": {"count_bonus_coef": 0.5},  # historical outcome-count UCB (Song, Kempe & Munos 2025); c: divrl choice
     "flowrl": {"flowrl": True},  # baseline of seed 001's comparisons (Zhu et al. 2025 defaults: beta 15, clip 0.2)
 }
 

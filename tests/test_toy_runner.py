@@ -20,7 +20,8 @@ def test_method_parsing():
     assert (method.pop, method.ips, method.qd, method.maxent, method.divergence) == (True, True, True, False,
                                                                                        "reverse_kl")
     assert Method.parse("grpo+fkl").divergence == "forward_kl" and Method.parse("js").divergence == "js"
-    with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js"):
+    assert Method.parse("ips+count").count and not Method.parse("ips").count
+    with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js, flowrl, count"):
         Method.parse("ips+dpo")
     with pytest.raises(ValueError, match="choose one divergence"):
         Method.parse("fkl+js")
@@ -125,6 +126,17 @@ def test_qd_bonus_rewards_new_cells_once():
     assert torch.allclose(shaped, torch.tensor([[1.5, 1.0, 2.5, 4.5]]))  # new cells: +0.5 for one item each
     again = trainer.shaped_rewards(rollout, rewards + torch.tensor([[0.0, 1.0, 0.0, 0.0]]), None)
     assert torch.allclose(again, torch.tensor([[1.0, 2.3, 2.0, 4.0]]))  # arm 0 improved by the second item: +0.3
+
+
+def test_count_bonus_pays_rare_outcomes_across_steps():
+    trainer = Trainer(BANDIT, Method.parse("count"), TrainConfig(steps=1, group_size=4, lr=0.1, count_coef=1.0), [0])
+    rollout = fixed_rollout([0, 0, 1, 3])
+    rewards = BANDIT.outcome_rewards[rollout.outcomes]
+    shaped = trainer.shaped_rewards(rollout, rewards, None)
+    assert torch.allclose(shaped, rewards + torch.tensor([[3**-0.5, 3**-0.5, 2**-0.5, 2**-0.5]]))
+    again = trainer.shaped_rewards(fixed_rollout([1, 2, 2, 2]), BANDIT.outcome_rewards[torch.tensor([[1, 2, 2, 2]])],
+                                   None)
+    assert torch.allclose(again, torch.tensor([[2 + 3**-0.5, 3.5, 3.5, 3.5]]))  # arm 1 seen twice, arm 2 three times
 
 
 def test_ips_scaling_group_and_exact():

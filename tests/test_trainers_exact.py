@@ -134,6 +134,31 @@ def test_novelty_bonus_is_knn_distance_to_memory(tiny_qwen3: Path, tmp_path: Pat
     assert logged(trainer.state.log_history, "maxent/novelty") == pytest.approx([0.0, expected.mean().item()])
 
 
+@pytest.mark.parametrize("scope", ["prompt", "global"])
+def test_count_bonus_counts_valid_outcomes_across_steps(scope: str, tiny_qwen3: Path, tmp_path: Path) -> None:
+    steps = [["a", "a", "b", "x", "a", "b", "b", "b"], ["a", "c", "x", "x", "c", "c", "b", "a"]]
+    reward = _reward_table({"a": 1.0, "b": 1.0, "c": 1.0, "x": 0.0})  # x is invalid: no bonus, not counted
+    trainer, record = _train_scripted(tiny_qwen3, tmp_path, steps, reward, count_bonus_coef=0.5,
+                                      count_bonus_scope=scope, ips_outcome_key="text")
+
+    def bonus(n: int) -> float:
+        return 0.5 / math.sqrt(1 + n)
+
+    if scope == "prompt":  # the two groups are two prompts: each counts its own outcomes
+        assert record[0]["divrl_bonus"] == pytest.approx([bonus(2), bonus(2), bonus(1), 0.0,
+                                                          bonus(1), bonus(3), bonus(3), bonus(3)])
+        # step 2 samples the dataset's two other prompts (one epoch of 4 prompts): fresh counts
+        assert record[1]["divrl_bonus"] == pytest.approx([bonus(1), bonus(1), 0.0, 0.0,
+                                                          bonus(2), bonus(2), bonus(1), bonus(1)])
+    else:  # a: 3 and b: 4 over both prompts; then a: 3 + 2, c: 3, b: 4 + 1
+        assert record[0]["divrl_bonus"] == pytest.approx([bonus(3), bonus(3), bonus(4), 0.0,
+                                                          bonus(3), bonus(4), bonus(4), bonus(4)])
+        assert record[1]["divrl_bonus"] == pytest.approx([bonus(5), bonus(3), 0.0, 0.0,
+                                                          bonus(3), bonus(3), bonus(5), bonus(5)])
+        assert logged(trainer.state.log_history, "count/distinct_outcomes") == [2.0, 3.0]
+    assert record[0]["table_reward"] == [1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]  # no IPS scaling without `ips`
+
+
 @pytest.mark.parametrize("scale", ["group", "batch", "none"])
 def test_length_conditional_advantages(scale: str, tiny_qwen3: Path, tmp_path: Path) -> None:
     tokenizer = _tokenizer(tiny_qwen3)

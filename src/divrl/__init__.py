@@ -21,6 +21,7 @@ _LAZY_EXPORTS: dict[str, str] = {
     "DivergenceGRPOTrainer": "divrl.trainers.presets",
     "PopulationGRPOTrainer": "divrl.trainers.presets",
     "FlowRLTrainer": "divrl.trainers.presets",
+    "CountBonusGRPOTrainer": "divrl.trainers.presets",
     "sample_reference": "divrl.trainers.rehearsal",
 }
 

@@ -2,6 +2,7 @@
 
 from divrl.core.advantages import group_advantages, length_bins, length_conditional_advantages
 from divrl.core.archive import AddStatus, ArchiveStats, GridArchive, archive_bonus
+from divrl.core.counts import COUNT_SCOPES, OutcomeCounts
 from divrl.core.divergence import (
     DIVERGENCES,
     exact_divergence,
@@ -31,6 +32,7 @@ from divrl.core.population import (
 )
 
 __all__ = [
+    "COUNT_SCOPES",
     "DIVERGENCES",
     "FLOWRL_BETA",
     "FLOWRL_IMPORTANCE_CLIP",
@@ -40,6 +42,7 @@ __all__ = [
     "GridArchive",
     "IPSResult",
     "NoveltyMemory",
+    "OutcomeCounts",
     "archive_bonus",
     "average_state_dicts",
     "distinct_outcomes",

@@ -74,6 +74,8 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "pop_sigma": ("--pop-sigma", float, "pop: restart noise relative to the soup: each member's tensors move by "
                   "this fraction of the soup tensor's norm (default 0.2; seed 000's absolute 0.01 is 0.2-0.34 of "
                   "our MLP's hidden layers)"),
+    "count_coef": ("--count-coef", float, "count: bonus coefficient c of c / sqrt(1 + n(x, o)) (default 0.5)"),
+    "count_scope": ("--count-scope", str, "count: prompt (n per prompt and outcome, default) | global (over prompts)"),
     "flowrl_beta": ("--flowrl-beta", float, "flowrl: reward scale beta_r (default 15, FlowRL's value for LLM "
                     "rewards; on the toys it collapses: see benchmarks/results/toy_flowrl.md)"),
 }

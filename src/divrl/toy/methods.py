@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl")
+COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count")
 DIVERGENCE_OF = {"fkl": "forward_kl", "js": "js"}  # component -> divrl.core divergence replacing reverse KL
 
 
@@ -18,6 +18,7 @@ class Method:
     maxent: bool = False
     pop: bool = False
     flowrl: bool = False  # FlowRL's trajectory-balance loss replaces GRPO's clipped surrogate
+    count: bool = False  # cross-step outcome-count bonus c / sqrt(1 + n(x, o)) (historical UCB exploration)
     divergence: str = "reverse_kl"  # regulariser toward the frozen initial policy
 
     @classmethod
@@ -34,5 +35,5 @@ class Method:
         if len(divergences) > 1:
             raise ValueError(f"method {name!r} combines {' and '.join(divergences)}: choose one divergence")
         return cls(name=name.strip(), ips="ips" in parts, qd="qd" in parts, maxent="maxent" in parts,
-                   pop="pop" in parts, flowrl="flowrl" in parts,
+                   pop="pop" in parts, flowrl="flowrl" in parts, count="count" in parts,
                    divergence=DIVERGENCE_OF[divergences[0]] if divergences else "reverse_kl")

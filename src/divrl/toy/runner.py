@@ -4,7 +4,8 @@ A method is GRPO plus optional components: `ips` (reward / outcome probability),
 archive bonuses), `maxent` (adaptive entropy bonus, kNN novelty, length-conditional advantages),
 `pop` (population with periodic selection, soup and perturbation), `fkl` / `js` (mass-covering
 divergence to the frozen initial policy, on samples drawn from it, replacing the reverse KL), `flowrl`
-(FlowRL's trajectory-balance loss with a learned log Z replacing the clipped surrogate). All
+(FlowRL's trajectory-balance loss with a learned log Z replacing the clipped surrogate), `count` (a bonus
+c / sqrt(1 + n) for each rewarded outcome, n = its count over the run). All
 algorithmic pieces come from `divrl.core`; this module only wires them to the toy policies.
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
@@ -25,6 +26,7 @@ from divrl.core import (
     AdaptiveEntropyCoefficient,
     GridArchive,
     NoveltyMemory,
+    OutcomeCounts,
     archive_bonus,
     average_state_dicts,
     distinct_outcomes,
@@ -43,6 +45,7 @@ from divrl.core import (
     selection_scores,
     trajectory_balance_loss,
 )
+from divrl.core.counts import COUNT_SCOPES
 from divrl.core.ips import distinct_outcomes_per_group
 from divrl.toy.cli import TRAIN_OPTIONS
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
@@ -89,6 +92,8 @@ class TrainConfig:
     pop_interval: int = 10
     pop_top: int = 3
     pop_sigma: float = 0.2  # relative to the soup (see divrl.core.perturb_relative_)
+    count_coef: float = 0.5  # count: c of c / sqrt(1 + n(x, o)), as DivRLConfig's preset
+    count_scope: str = "prompt"  # count: 'prompt' (n per prompt and outcome) or 'global' (over prompts; ideas only)
     # flowrl: reward scale beta_r of the trajectory-balance residual. FlowRL's published 15 is tuned for LLM
     # rewards; on the toys it leaves no interior fixed point (see divrl.toy.fixed_points, benchmarks/toy_flowrl.py).
     flowrl_beta: float = FLOWRL_BETA
@@ -118,6 +123,8 @@ class TrainConfig:
             "pop_interval": (self.pop_interval >= 1, at_least_one),
             "pop_top": (1 <= self.pop_top <= self.population, f"in [1, --population] = [1, {self.population}]"),
             "pop_sigma": (math.isfinite(self.pop_sigma) and self.pop_sigma >= 0, non_negative),
+            "count_coef": (math.isfinite(self.count_coef) and self.count_coef >= 0, non_negative),
+            "count_scope": (self.count_scope in COUNT_SCOPES, "one of " + ", ".join(COUNT_SCOPES)),
             "flowrl_beta": (math.isfinite(self.flowrl_beta) and self.flowrl_beta > 0, positive),
             "optimizer": (self.optimizer in ("adam", "sgd"), "adam or sgd"),
             "adv_scale": (self.adv_scale in ("group", "batch", "none"), "group, batch or none"),
@@ -175,6 +182,7 @@ class Trainer:
         self.archives = [GridArchive(env.archive_dims, env.archive_ranges) for _ in range(num)]
         self.novelty = [NoveltyMemory(cfg.novelty_capacity, cfg.novelty_k, cfg.novelty_gamma) for _ in range(num)]
         self.alphas = [AdaptiveEntropyCoefficient(cfg.target_entropy, cfg.alpha_lr) for _ in range(num)]
+        self.counts = [OutcomeCounts(cfg.count_coef, cfg.count_scope) for _ in range(num)]
         self.entropy = torch.zeros(num)  # mean token entropy per member of the latest batch, before its update
         self.ref_rollout: Rollout | None = None
         if method.divergence != "reverse_kl":
@@ -216,7 +224,7 @@ class Trainer:
 
     # -- the method ------------------------------------------------------------------------------------
     def shaped_rewards(self, rollout: Rollout, rewards: torch.Tensor, dist: torch.Tensor | None) -> torch.Tensor:
-        """Task reward -> IPS scaling -> + archive bonus -> + novelty, per member (P, N)."""
+        """Task reward -> IPS scaling -> + archive bonus -> + novelty -> + count bonus, per member (P, N)."""
         cfg, method = self.cfg, self.method
         shaped = rewards
         if method.ips:
@@ -239,6 +247,11 @@ class Trainer:
             for p, memory in enumerate(self.novelty):
                 bonus[p] += memory.score(embeddings[p])
                 memory.add(embeddings[p])
+        if method.count:  # rewarded outcomes only, as the trainer counts valid ones
+            keys, prompts = self.outcome_keys(rollout).tolist(), self._prompt_ids(rollout).tolist()
+            for p, counts in enumerate(self.counts):
+                valid = [key if reward > 0 else None for key, reward in zip(keys[p], rewards[p].tolist(), strict=True)]
+                bonus[p] += counts.bonus(prompts, valid)
         return shaped + bonus
 
     def advantages(self, rollout: Rollout, shaped: torch.Tensor) -> torch.Tensor:

@@ -8,11 +8,13 @@ Misconfiguration raises `ValueError` naming the field, at construction.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from trl import GRPOConfig
 
+from divrl.core.counts import COUNT_SCOPES
 from divrl.core.divergence import DIVERGENCES
 from divrl.trainers._fields import Unset, _help
 from divrl.trainers.flowrl import FlowRLConfig
@@ -42,7 +44,18 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     ips_outcome_key: str = field(default="auto", metadata=_help(
         "Where outcome keys come from: 'task' (task.outcome_key), 'text' (normalised completion text) or "
         "'auto' (the task hook when present, else text, with a warning). Seed 001 keys outcomes by equivalence "
-        "class (canonical hypothesis, scaffold); the text fallback is a divrl choice. Default 'auto'."))
+        "class (canonical hypothesis, scaffold); the text fallback is a divrl choice. The count bonus uses the "
+        "same keys. Default 'auto'."))
+
+    # --- Cross-step outcome-count bonus (historical UCB exploration, Song, Kempe & Munos 2025) ---
+    count_bonus_coef: float = field(default=Unset(0.0), metadata=_help(
+        "Coefficient c of the bonus c / sqrt(1 + n(x, o)) added to a valid completion (the task's first reward "
+        "function scores it above 0), n(x, o) = how often outcome o was sampled for prompt x so far in training, "
+        "this step included (the paper's historical exploration; counting this step too makes repeats inside "
+        "the group earn less, order-free: divrl choice). Counts are checkpointed. Default 0.0 (off)."))
+    count_bonus_scope: str = field(default="prompt", metadata=_help(
+        "'prompt': count each (prompt, outcome) (the paper's n(x, a)); 'global': count outcomes over all prompts, "
+        "so one answer written for every observation is penalised (divrl option). Default 'prompt'."))
 
     # --- QD (seed 000, Sec. 4.1): MAP-Elites archive bonuses ---
     qd: bool = field(default=Unset(False), metadata=_help(
@@ -159,6 +172,9 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         if self.divergence is not None:
             _check_choice("divergence", self.divergence, DIVERGENCES)
         _check(self.ips_epsilon > 0, "ips_epsilon", f"must be > 0, got {self.ips_epsilon}")
+        _check_choice("count_bonus_scope", self.count_bonus_scope, COUNT_SCOPES)
+        _check(math.isfinite(self.count_bonus_coef) and self.count_bonus_coef >= 0, "count_bonus_coef",
+               f"must be a finite number >= 0 (0 = off), got {self.count_bonus_coef}")
         _check(self.qd_dims is None or (len(self.qd_dims) > 0 and all(int(d) >= 1 for d in self.qd_dims)),
                "qd_dims", f"must list >= 1 cells per dimension, got {self.qd_dims}")
         _check(self.qd_ranges is None or all(low < high for low, high in self.qd_ranges),
@@ -186,10 +202,10 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         if self.length_bins_enabled:
             _check(self.multi_objective_aggregation == "sum_then_normalize", "length_bins",
                    "needs multi_objective_aggregation='sum_then_normalize'")
-        if self.qd or self.novelty_enabled:
+        if self.qd or self.novelty_enabled or self.count_bonus_enabled:
             _check(self.multi_objective_aggregation == "sum_then_normalize", "multi_objective_aggregation",
-                   "must be 'sum_then_normalize' with qd / novelty_coef: 'normalize_then_sum' would normalise the "
-                   "bonus column on its own, so qd_beta_new / qd_beta_imp / novelty_coef would lose their scale")
+                   "must be 'sum_then_normalize' with qd / novelty_coef / count_bonus_coef: 'normalize_then_sum' "
+                   "would normalise the bonus column on its own, so the bonus coefficients would lose their scale")
         _check(self.stop_strings is None or all(isinstance(s, str) and s for s in self.stop_strings),
                "stop_strings", f"must be a list of non-empty strings, got {self.stop_strings!r}")
         _check(self.divergence_coef >= 0, "divergence_coef", f"must be >= 0, got {self.divergence_coef}")
@@ -208,6 +224,11 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     def novelty_enabled(self) -> bool:
         """Whether the kNN novelty bonus is added to rewards."""
         return self.novelty_coef > 0
+
+    @property
+    def count_bonus_enabled(self) -> bool:
+        """Whether the cross-step outcome-count bonus is added to rewards."""
+        return self.count_bonus_coef > 0
 
     @property
     def length_bins_enabled(self) -> bool:

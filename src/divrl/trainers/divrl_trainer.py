@@ -37,6 +37,7 @@ from divrl.core import (
     AdaptiveEntropyCoefficient,
     GridArchive,
     NoveltyMemory,
+    OutcomeCounts,
     archive_bonus,
     distinct_outcomes,
     hashed_ngram_embedding,
@@ -71,7 +72,8 @@ _FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attentio
 
 
 class DiversityState:
-    """What the diversity methods learn during training: QD archives, novelty memory, entropy coefficient.
+    """What the diversity methods learn during training: QD archives, novelty memory, entropy coefficient,
+    outcome counts.
 
     One object per policy. The trainer reads and updates `trainer.diversity_state`; a population trainer
     keeps one per member and swaps it in before the member's steps. Checkpointed via `state_dict`.
@@ -93,6 +95,7 @@ class DiversityState:
                                        args.maxent_alpha_max)
             if args.maxent_entropy_enabled else None
         )
+        self.counts = OutcomeCounts(args.count_bonus_coef, args.count_bonus_scope) if args.count_bonus_enabled else None
 
     def archive(self, key: str = GLOBAL_ARCHIVE) -> GridArchive:
         """The archive of `key` (a prompt, or GLOBAL_ARCHIVE), created empty on first use."""
@@ -106,6 +109,7 @@ class DiversityState:
             "archives": {key: archive.state_dict() for key, archive in self.archives.items()},
             "novelty": None if self.novelty is None else self.novelty.state_dict(),
             "entropy": None if self.entropy is None else self.entropy.state_dict(),
+            "counts": None if self.counts is None else self.counts.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -113,14 +117,15 @@ class DiversityState:
         self.archives = {}
         for key, archive_state in state["archives"].items():
             self.archive(key).load_state_dict(archive_state)
-        for name, part in (("novelty", self.novelty), ("entropy", self.entropy)):
-            if (part is None) != (state[name] is None):
+        for name, part in (("novelty", self.novelty), ("entropy", self.entropy), ("counts", self.counts)):
+            saved = state.get(name)  # checkpoints written before the count bonus have no "counts"
+            if (part is None) != (saved is None):
                 raise ValueError(
-                    f"the checkpoint {'lacks' if state[name] is None else 'has'} {name} state but this config "
+                    f"the checkpoint {'lacks' if saved is None else 'has'} {name} state but this config "
                     f"{'enables' if part is not None else 'does not enable'} {name}: resume with the run's config"
                 )
             if part is not None:
-                part.load_state_dict(state[name])
+                part.load_state_dict(saved)
 
 
 class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsMixin, GRPOTrainer):
@@ -162,7 +167,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
 
         self._num_task_rewards = len(self.reward_funcs)
-        self._has_bonus_column = args.qd or args.novelty_enabled
+        self._has_bonus_column = args.qd or args.novelty_enabled or args.count_bonus_enabled
         if self._has_bonus_column:
             self._add_bonus_column()
         if args.maxent_entropy_enabled:
@@ -314,8 +319,10 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         texts = [completion_text(c) for c in completions]
         columns = [hook_columns(row) for row in inputs]
         task_reward = self._weighted_task_reward(rewards_per_func).cpu()
+        keys = None
         if self.hooks.outcome_key is not None:
             keys = gather_object([self.hooks.outcome_key(t, **c) for t, c in zip(texts, columns, strict=True)])
+        if self.args.ips:
             # The IPS factor 1 / max(p_hat, epsilon) per completion = ips_scale of unit rewards.
             scaled = ips_scale(torch.ones(len(keys)), keys, self.num_generations, self.args.ips_epsilon)
             factor = scaled.rewards.to(rewards_per_func.device, rewards_per_func.dtype).unsqueeze(1)
@@ -328,6 +335,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
                 bonus += self._archive_bonus(texts, columns, prompts, task_reward)
             if self.args.novelty_enabled:
                 bonus += self._novelty_bonus(texts, columns, completion_ids_list)
+            if self.args.count_bonus_enabled:
+                bonus += self._count_bonus(keys, prompts, rewards_per_func[:, 0].cpu())
             bonus[torch.isnan(task_reward)] = math.nan  # unscorable completions stay unscorable
             rewards_per_func[:, -1] = bonus.to(rewards_per_func.device, rewards_per_func.dtype)
         return rewards_per_func
@@ -354,6 +363,18 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         metrics["qd/qd_score"].append(sum(s.qd_score for s in stats))
         metrics["qd/new_cells"].append(float(sum(s == AddStatus.NEW for s in statuses)))
         return archive_bonus(statuses, self.args.qd_beta_new, self.args.qd_beta_imp)
+
+    def _count_bonus(self, keys: list, prompts: list, primary: torch.Tensor) -> torch.Tensor:
+        """c / sqrt(1 + n(x, o)) for completions the first reward function scores above 0 (valid ones), counting
+        them first (`divrl.core.OutcomeCounts`)."""
+        counts = self.diversity_state.counts
+        contexts = gather_object([_prompt_key(p) for p in prompts])
+        valid_keys = [key if reward > 0 else None for key, reward in zip(keys, primary.tolist(), strict=True)]
+        bonus = counts.bonus(contexts, valid_keys)
+        metrics = self._metrics["train"]
+        metrics["count/bonus"].append(bonus.mean().item())
+        metrics["count/distinct_outcomes"].append(float(counts.distinct()))
+        return bonus
 
     def _novelty_bonus(self, texts: list[str], columns: list[dict], completion_ids_list: list) -> torch.Tensor:
         """gamma x mean distance to the k nearest remembered embeddings, then remember the batch (seed 000, Eq. 5)."""

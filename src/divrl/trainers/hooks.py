@@ -102,15 +102,16 @@ def resolve_task_hooks(args: Any, task: Any | None) -> TaskHooks:
     """Pick the hooks the enabled methods need from `task`, raising a ValueError naming the field otherwise."""
     task_outcome_key = _checked_outcome_key(task.outcome_key) if has_hook(task, "outcome_key") else None
     outcome_key = None
-    if args.ips:
+    if args.ips or args.count_bonus_enabled:
         source = args.ips_outcome_key
         if source == "task" and not has_hook(task, "outcome_key"):
             _fail("ips_outcome_key", "'task' needs a task object with an `outcome_key(completion, **row)` hook")
         if source == "text" or (source == "auto" and not has_hook(task, "outcome_key")):
             if source == "auto":
                 logger.warning(
-                    "IPS: the task has no `outcome_key` hook; using the normalised completion text as the outcome "
-                    "(distinct texts count as distinct outcomes). Set ips_outcome_key='text' to silence this."
+                    "IPS / count bonus: the task has no `outcome_key` hook; using the normalised completion text as "
+                    "the outcome (distinct texts count as distinct outcomes). Set ips_outcome_key='text' to silence "
+                    "this."
                 )
             outcome_key = normalized_text_key
         else:

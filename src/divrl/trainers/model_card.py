@@ -30,6 +30,8 @@ _DPH_RL = _paper("article", "li2025choice", "The Choice of Divergence: A Neglect
                                       "Yuan Qi", "others"]), year=2025)
 _FLOWRL = _paper("article", "zhu2025flowrl", "FlowRL: Matching Reward Distributions for LLM Reasoning", "2509.15207",
                  author="Zhu, Xuekai and others", year=2025)
+_OUTCOME_EXPLORATION = _paper("article", "song2025outcome", "Outcome-based Exploration for LLM Reasoning",
+                              "2509.06941", author="Song, Yuda and Kempe, Julia and Munos, Remi", year=2025)
 
 # (name, tag, paper, enabled?) in the order the card lists them.
 _METHODS: tuple[tuple[str, str, dict[str, Any], Any], ...] = (
@@ -40,6 +42,7 @@ _METHODS: tuple[tuple[str, str, dict[str, Any], Any], ...] = (
     ("DPH-RL", "dph-rl", _DPH_RL, lambda a: a.divergence_enabled),
     ("Population-GRPO", "population-grpo", _SEED_000, lambda a: a.population),
     ("FlowRL", "flowrl", _FLOWRL, lambda a: a.flowrl),
+    ("Count-bonus GRPO", "count-bonus-grpo", _OUTCOME_EXPLORATION, lambda a: a.count_bonus_enabled),
 )
 
 

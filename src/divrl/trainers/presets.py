@@ -48,3 +48,11 @@ class FlowRLTrainer(DivRLTrainer):
     surrogate (see `divrl.trainers.flowrl`); reward scale beta_r = 15 and importance clip 0.2 unless configured."""
 
     preset: ClassVar[dict[str, Any]] = {"flowrl": True}
+
+
+class CountBonusGRPOTrainer(DivRLTrainer):
+    """Outcome-count bonus (historical UCB exploration, Song, Kempe & Munos 2025): c / sqrt(1 + n(x, o)) for a
+    valid outcome o sampled n times for prompt x so far; c = 0.5 unless configured (divrl choice, half the validity
+    reward of HypoSpace)."""
+
+    preset: ClassVar[dict[str, Any]] = {"count_bonus_coef": 0.5}
