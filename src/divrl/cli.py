@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "plot": "divrl.analysis.curves",
     "toy": "divrl.toy.cli",
     "train": "divrl.train",
+    "sft": "divrl.sft",
     "hypospace": "divrl.tasks.hypospace.cli",
     "prepare-model": "divrl.models",
     "sample-reference": "divrl.trainers.sample_reference_cli",

@@ -142,7 +142,7 @@ def dry_run_model(training_args: Any) -> str:
     return str(path)
 
 
-def _load_recipe_file(config_path: str) -> dict[str, Any]:
+def load_recipe_file(config_path: str) -> dict[str, Any]:
     """The recipe's YAML mapping, or a ValueError naming the file and what is wrong with it."""
     import yaml
 
@@ -209,7 +209,7 @@ def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
         if args[-1] == "--config":
             raise ValueError("--config needs the path of a recipe file")
         config_path = args[args.index("--config") + 1]
-    recipe = _load_recipe_file(config_path) if config_path else {}
+    recipe = load_recipe_file(config_path) if config_path else {}
     # Wrong types, unknown fields and bad values: one line naming the field and the recipe file (recipe_checks).
     origin = RecipeOrigin.of(config_path, recipe, args)
     parser = TrlParser((TrainScriptArguments, DivRLConfig, ModelConfig))

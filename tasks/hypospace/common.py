@@ -399,6 +399,43 @@ class HypoSpaceTask(ABC):
             ]
         )
 
+    def sft_dataset(
+        self,
+        split: str = "train",
+        style: PromptStyle = "base",
+        seed: int = 0,
+        test_fraction: float = 0.5,
+        limit: int | None = None,
+        n_exemplars: int = 0,
+        per_instance: int = 4,
+        sample_seed: int = 0,
+    ) -> Dataset:
+        """Prompt-completion rows for a supervised warm start (TRL's SFTTrainer): each instance's prompt (as
+        `train_dataset` builds it) with up to `per_instance` of its admissible hypotheses, drawn uniformly without
+        replacement with `sample_seed`, one row each, written in the answer format. Base-style completions continue
+        the prompt's answer label and end with the END line that stops training generation; chat-style ones are
+        the assistant's reply. Several hypotheses per observation set teach that an instance has many answers."""
+        from datasets import Dataset
+
+        if per_instance < 1:
+            raise ValueError(f"per_instance must be >= 1 (admissible hypotheses per instance), got {per_instance}")
+        instances = self.split(split, seed, test_fraction, limit)
+        if not instances:
+            raise ValueError(f"split {split!r} of {self.name} {self.params} is empty")
+        build = self.prompts_for(style, seed, test_fraction, limit, n_exemplars)
+        rng = random.Random(f"{sample_seed}-sft")
+        rows = []
+        for instance in instances:
+            prompt = build(instance)
+            for hypothesis in rng.sample(instance.hypotheses, min(per_instance, len(instance.hypotheses))):
+                answer = self.render_answer(hypothesis)
+                if style == "base":
+                    completion: Any = f"{answer.removeprefix(self.answer_label)}\n{END_MARKER}"
+                else:
+                    completion = [{"role": "assistant", "content": answer}]
+                rows.append({"prompt": prompt, "completion": completion, "id": instance.id})
+        return Dataset.from_list(rows)
+
     # -- reading, verification, rewards and hooks ----------------------------------------------------
     def parse(self, text: Any) -> str | None:
         """Canonical hypothesis of the space read from model text, or None (also for non-strings); never raises."""

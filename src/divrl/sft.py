@@ -1,0 +1,152 @@
+"""`divrl sft RECIPE.yaml`: a supervised warm start (TRL's SFTTrainer, LoRA) before RL on a structured task.
+
+A base 270M model almost never writes a valid voxel structure, so GRPO's groups carry no signal. This command
+fine-tunes on the TRAIN split (observations -> admissible hypotheses drawn uniformly, `task.sft_dataset`) so the
+model learns the answer format, then merges the adapter into the base weights and saves the result as a full
+checkpoint in OUTPUT_DIR/merged: RL starts from it with `divrl train RL_RECIPE --model_name_or_path
+OUTPUT_DIR/merged`, its reference policy (adapter disabled) is then the SFT model, and `divrl eval recovery
+--model OUTPUT_DIR/merged` gives the SFT-only row. The recipe holds `SFTScriptArguments`, TRL's `SFTConfig` and
+`ModelConfig` (LoRA), parsed TRL-style; any field can be overridden on the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from divrl.task import build_task
+
+MERGED_SUBDIR = "merged"
+
+
+@dataclass
+class SFTScriptArguments:
+    """What to warm-start on: a HypoSpace task, its split and prompts, and how many answers per instance."""
+
+    task: str = field(default="hypospace-voxel", metadata={"help": "HypoSpace task name (hypospace-voxel, ...)."})
+    task_args: dict = field(default_factory=dict, metadata={"help": "Task constructor parameters (YAML mapping)."})
+    task_arg: list[str] = field(default_factory=list, metadata={
+        "help": "Command-line overrides of task_args as KEY=VALUE (repeatable; VALUE parsed as YAML)."})
+    prompt_style: str = field(default="base", metadata={
+        "help": "'base' (plain text; the completion continues the answer label and ends with the END line) or "
+                "'chat'. RL after SFT must use the same style and n_exemplars."})
+    n_exemplars: int = field(default=0, metadata={
+        "help": "Worked examples in base prompts (0: rules and observations only, the short zero-shot prompt)."})
+    split_seed: int = field(default=0, metadata={"help": "Seed of the train/test split (same as RL's)."})
+    instance_limit: int | None = field(default=None, metadata={"help": "Instances kept before the split."})
+    hypotheses_per_instance: int = field(default=4, metadata={
+        "help": "Admissible hypotheses per training instance, drawn uniformly without replacement (one row each)."})
+    sample_seed: int = field(default=0, metadata={"help": "Seed of the hypothesis draw."})
+    quantize: str = field(default="none", metadata={
+        "help": "'none' or 'auto'/'4bit' (4-bit NF4 on CUDA). The merged checkpoint is always written unquantized "
+                "(merging into 4-bit weights would requantise them): RL may load it in 4-bit again."})
+    merge: bool = field(default=True, metadata={
+        "help": "Write OUTPUT_DIR/merged: base + adapter as one checkpoint that RL and evaluation load by path."})
+
+
+def _check_script_args(script: SFTScriptArguments) -> None:
+    if not script.task.startswith("hypospace"):
+        raise ValueError(f"divrl sft builds its data from HypoSpace admissible sets; task {script.task!r} has none")
+    if script.prompt_style not in ("base", "chat"):
+        raise ValueError(f"prompt_style must be 'base' or 'chat', got {script.prompt_style!r}")
+    if script.hypotheses_per_instance < 1:
+        raise ValueError(f"hypotheses_per_instance must be >= 1, got {script.hypotheses_per_instance}")
+    if script.n_exemplars < 0:
+        raise ValueError(f"n_exemplars must be >= 0, got {script.n_exemplars}")
+
+
+def parse_recipe(argv: Sequence[str]) -> tuple[SFTScriptArguments, Any, Any]:
+    """(script args, SFTConfig, ModelConfig) from `--config RECIPE.yaml` plus command-line overrides."""
+    from trl import ModelConfig, SFTConfig, TrlParser
+
+    from divrl.recipe_checks import RecipeOrigin, check_recipe_types
+    from divrl.train import load_recipe_file
+
+    args = list(argv)
+    config_path = args[args.index("--config") + 1] if "--config" in args[:-1] else None
+    recipe = load_recipe_file(config_path) if config_path else {}
+    groups = (SFTScriptArguments, SFTConfig, ModelConfig)
+    parser = TrlParser(groups)
+    check_recipe_types(parser, groups, recipe, RecipeOrigin.of(config_path, recipe, args))
+    script, sft_args, model_args = parser.parse_args_and_config(args)
+    _check_script_args(script)
+    return script, sft_args, model_args
+
+
+def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) -> Any:
+    """Task data, model and LoRA wired into TRL's `SFTTrainer` (loss on the completion tokens only)."""
+    from trl import SFTTrainer
+
+    from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
+    from divrl.train import task_args_with_overrides
+
+    task = build_task(script.task, **task_args_with_overrides(script))
+    dataset = task.sft_dataset(split="train", style=script.prompt_style, seed=script.split_seed,
+                               limit=script.instance_limit, n_exemplars=script.n_exemplars,
+                               per_instance=script.hypotheses_per_instance, sample_seed=script.sample_seed)
+    if not model_args.model_name_or_path:
+        raise ValueError("model_name_or_path is required (a hub id, a local path or embedded:gemma-3-270m)")
+    model, tokenizer = load_model_and_tokenizer(model_args.model_name_or_path, quantize=script.quantize,
+                                                dtype=model_args.dtype, revision=model_args.model_revision,
+                                                attn_implementation=model_args.attn_implementation,
+                                                trust_remote_code=sft_args.trust_remote_code, cpu=sft_args.use_cpu)
+    return SFTTrainer(model=model, args=sft_args, train_dataset=dataset.remove_columns("id"),
+                      processing_class=tokenizer, peft_config=lora_config_from_model_args(model_args))
+
+
+def save_merged(trainer: Any, out: Path) -> Path:
+    """Merge the trained LoRA adapter into a fresh unquantized copy of the base and save it (with the tokenizer)
+    as a full checkpoint; the trainer's own model is left as it is."""
+    from peft import PeftModel
+
+    from divrl.models import load_model_and_tokenizer
+
+    adapter_dir = Path(trainer.args.output_dir)
+    base = trainer.model.peft_config["default"].base_model_name_or_path
+    model, _ = load_model_and_tokenizer(base, quantize="none", dtype=trainer.model.dtype, cpu=True)
+    merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
+    merged.save_pretrained(out)
+    trainer.processing_class.save_pretrained(out)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Fine-tune, save the adapter in OUTPUT_DIR (and trainer_state.json), and the merged model in OUTPUT_DIR/merged."""
+    script, sft_args, model_args = parse_recipe(sys.argv[1:] if argv is None else argv)
+    if not model_args.use_peft:
+        raise ValueError("divrl sft trains a LoRA adapter: set use_peft true (the merged checkpoint is written from it)")
+    trainer = build_trainer(script, sft_args, model_args)
+    trainer.train(resume_from_checkpoint=sft_args.resume_from_checkpoint)
+    trainer.save_model(sft_args.output_dir)
+    trainer.save_state()
+    if script.merge and trainer.accelerator.is_main_process:
+        out = save_merged(trainer, Path(sft_args.output_dir) / MERGED_SUBDIR)
+        print(f"divrl sft: merged model written to {out}; train RL from it with --model_name_or_path {out}")
+    trainer.accelerator.wait_for_everyone()
+    return 0
+
+
+def _sft_command(args: argparse.Namespace) -> int:
+    return main(["--config", args.recipe, *args.overrides])
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `divrl sft RECIPE.yaml [--field value ...]`."""
+    parser = subparsers.add_parser(
+        "sft", help="Supervised warm start on a HypoSpace train split (TRL SFTTrainer, LoRA), merged for RL.",
+        description="Any recipe field can be overridden: divrl sft recipes/sft/hypospace-voxel.yaml --max_steps 50",
+    )
+    parser.add_argument("recipe", help="YAML recipe (see recipes/sft/)")
+    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="--field value pairs overriding the recipe")
+    parser.set_defaults(func=_sft_command)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except ValueError as error:
+        sys.exit(f"divrl.sft: error: {error}")

@@ -1,0 +1,76 @@
+"""`divrl sft`: warm-start data of admissible answers, a LoRA run through TRL's SFTTrainer, the merged model."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from divrl.tasks.hypospace import make_task
+
+RECIPES = Path(__file__).parent.parent / "recipes" / "sft"
+
+
+def test_sft_rows_are_distinct_admissible_answers_ending_at_the_stop() -> None:
+    task = make_task("voxel", grid=2, max_height=2, max_blocks=2)
+    rows = task.sft_dataset(limit=30, per_instance=3, sample_seed=1)
+    instances = {i.id: i for i in task.split("train", limit=30)}
+    per_instance = Counter(rows["id"])
+    assert per_instance == {i: min(3, len(inst.hypotheses)) for i, inst in instances.items()}
+    validity = task.reward_funcs()[0]
+    for row in rows:
+        assert row["prompt"].endswith(task.answer_label) and "END" not in row["prompt"]  # zero-shot prompt
+        assert row["completion"].endswith("\nEND") and row["completion"].count("END") == 1
+        hypotheses = instances[row["id"]].hypotheses
+        assert validity(prompts=[row["prompt"]], completions=[row["completion"]],
+                        observations=[list(instances[row["id"]].observations)],
+                        hypotheses=[list(hypotheses)]) == [1.0]
+    answers = [task.parse(r["completion"]) for r in rows]
+    assert len({(i, a) for i, a in zip(rows["id"], answers, strict=True)}) == len(rows)  # no repeats per instance
+    again = task.sft_dataset(limit=30, per_instance=3, sample_seed=2)
+    assert again["completion"] != rows["completion"]  # the draw follows sample_seed
+    with pytest.raises(ValueError, match="per_instance must be >= 1"):
+        task.sft_dataset(per_instance=0)
+
+
+def test_chat_rows_are_assistant_replies() -> None:
+    task = make_task("boolean", operators="basic", max_depth=1)
+    row = task.sft_dataset(style="chat", per_instance=1)[0]
+    assert row["completion"][0]["role"] == "assistant"
+    assert task.parse(row["completion"][0]["content"]) is not None
+
+
+def test_divrl_sft_trains_the_adapter_and_writes_the_merged_model(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from divrl.cli import main
+
+    out = tmp_path / "sft"
+    code = main(["sft", str(RECIPES / "hypospace-voxel.yaml"), "--model_name_or_path", str(tiny_qwen3),
+                 "--max_steps", "2", "--learning_rate", "0.05", "--output_dir", str(out), "--instance_limit", "20"])
+    assert code == 0
+    assert (out / "adapter_config.json").is_file() and (out / "trainer_state.json").is_file()
+    merged = AutoModelForCausalLM.from_pretrained(out / "merged")
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_qwen3), str(out))
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3)
+    ids = torch.arange(3, 20).unsqueeze(0)
+    with torch.no_grad():
+        merged_logits, adapted_logits = merged(ids).logits, adapted(ids).logits
+        assert not torch.allclose(merged_logits, base(ids).logits, atol=1e-4)  # training changed the model
+    torch.testing.assert_close(merged_logits, adapted_logits, atol=1e-4, rtol=1e-4)
+
+
+def test_bad_sft_settings_name_the_field(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl.sft import main
+
+    recipe = str(RECIPES / "hypospace-voxel.yaml")
+    with pytest.raises(ValueError, match="has none"):
+        main(["--config", recipe, "--task", "molecules", "--output_dir", str(tmp_path)])
+    with pytest.raises(ValueError, match="hypotheses_per_instance must be >= 1"):
+        main(["--config", recipe, "--hypotheses_per_instance", "0", "--output_dir", str(tmp_path)])
+    with pytest.raises(ValueError, match="use_peft"):
+        main(["--config", recipe, "--use_peft", "false", "--model_name_or_path", str(tiny_qwen3),
+              "--output_dir", str(tmp_path)])
