@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench bench-recovery report lint
+.PHONY: install test demo bench bench-recovery bench-evidence report lint
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -32,12 +32,19 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/trainer_overhead.py
 	$(PY) benchmarks/population_overhead.py
 	$(PY) benchmarks/cpu_step.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/eval_time.py
 	$(PY) benchmarks/report.py
 
 # The real-model recovery experiment: hours on 2 CPU cores. It keeps its state in benchmarks/state/ and
 # resumes where it stopped; results/hypospace_recovery.* are rewritten after every unit, then BENCHMARKS.md.
 bench-recovery: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/hypospace_recovery.py --resume
+	$(PY) benchmarks/report.py
+
+# Evidence v2 (issue 13): every method x 3 seeds at the v2 budget, many hours on 2 cores. Its finished units'
+# small files live in benchmarks/evidence/ (committed), so any session or machine resumes where the last stopped.
+bench-evidence: $(VENV)/.installed
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/hypospace_recovery.py --protocol v2 --resume
 	$(PY) benchmarks/report.py
 
 report: $(VENV)/.installed

@@ -62,9 +62,9 @@ class TaskSetting:
         merged.pop("format_reward", None)
         return merged
 
-    @property
-    def eval_args(self) -> list[str]:
-        """`divrl eval recovery` flags for the task, split, prompts and temperature training used."""
+    def eval_args(self, zero_shot: bool = False) -> list[str]:
+        """`divrl eval recovery` flags for the task, split, prompts and temperature training used (`zero_shot`:
+        prompts without worked examples, as after `divrl sft`)."""
         args = []
         for key, value in self.params.items():
             flag = f"--{key.replace('_', '-')}"
@@ -74,7 +74,7 @@ class TaskSetting:
                 args += [flag, *map(str, value if isinstance(value, list) else [value])]
         recipe = self.recipe()
         args += ["--seed", str(recipe.get("split_seed", 0)), "--prompt-style", recipe.get("prompt_style", "auto"),
-                 "--n-exemplars", str(recipe.get("n_exemplars", 3)),
+                 "--n-exemplars", str(0 if zero_shot else recipe.get("n_exemplars", 3)),
                  "--temperature", str(recipe.get("temperature", 1.0))]
         limit = recipe.get("instance_limit")
         return args + (["--limit", str(limit)] if limit is not None else [])
@@ -93,8 +93,10 @@ TASKS = {
 # Recipe name -> label; "pop-ips-qd" is the recipes' best composition (population soup of IPS + QD policies).
 METHODS = {"grpo": "GRPO", "ips": "IPS-GRPO", "qd": "QD-GRPO", "maxent": "MaxEnt-GRPO", "fkl": "forward-KL",
            "js": "JS", "pop": "population soup", "pop-ips-qd": "pop + IPS + QD",
-           "flowrl": "FlowRL"}
+           "flowrl": "FlowRL", "count": "count bonus"}
 MULTI_SEED = ("grpo", "ips")
+SFT_LABEL = "SFT only"
+BASE_LABEL = "base model"
 
 
 @dataclass(frozen=True)
@@ -109,13 +111,24 @@ class Protocol:
     samples: int = 16
     save_steps: int = 4
     extra_train_args: tuple[str, ...] = field(default=())
+    prompts_per_step: int = 1  # distinct train prompts per optimizer step, each with a group of G = 8
+    all_seeds: bool = False  # every method runs every seed (else GRPO and IPS only)
+    eval_steps: int | None = None  # held-out recovery during training every k steps (None: the recipe's)
+    sft: bool = False  # warm start each seed with `divrl sft` and train RL from it on zero-shot prompts
 
     def seeds_for(self, method: str) -> tuple[int, ...]:
-        """GRPO and IPS run every seed; the other methods the first one."""
-        return self.seeds if method in MULTI_SEED else self.seeds[:1]
+        """Every seed for GRPO and IPS (for every method with `all_seeds`); the first one otherwise."""
+        return self.seeds if self.all_seeds or method in MULTI_SEED else self.seeds[:1]
 
 
+V1_METHODS = ("grpo", "ips", "qd", "maxent", "fkl", "js", "pop", "pop-ips-qd", "flowrl")
 QUICK = Protocol(methods=("grpo", "ips"), seeds=(0,), steps=6, save_steps=3)
+V1 = Protocol(methods=V1_METHODS)
+# Evidence v2 (issue 13): several prompts per step at a lower learning rate, where GRPO's training validity rises
+# (see BENCHMARKS.md for the sweep that chose it), every method with 3 seeds, held-out recovery during training.
+V2 = Protocol(methods=("grpo", "ips", "qd", "maxent", "fkl", "js", "flowrl", "pop-ips-qd", "count"), seeds=(0, 1, 2),
+              steps=24, learning_rate=5e-5, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4)
+PROTOCOLS = {"v1": V1, "v2": V2, "quick": QUICK}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -143,6 +156,22 @@ def _resumable_checkpoint(run: Path) -> Path | None:
     return max(complete, key=lambda c: int(c.name.split("-")[1]), default=None)
 
 
+def warm_start(protocol: Protocol, seed: int, state: Path) -> Path:
+    """`divrl sft` of one seed on the task's train split (recipes/sft); return its merged model directory."""
+    setting = TASKS[protocol.task]
+    run = state / "sft" / f"seed{seed}"
+    merged = run / "merged"
+    if (merged / "config.json").is_file():
+        return merged
+    print(f"  supervised warm start, seed {seed}", flush=True)
+    start = time.time()
+    _divrl(["sft", str(ROOT / "recipes" / "sft" / f"{setting.task}.yaml"), *setting.train_args,
+            "--model_name_or_path", MODEL, "--seed", str(seed), "--sample_seed", str(seed), "--output_dir", str(run)],
+           state / "log.txt")
+    (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": time.time() - start}))
+    return merged
+
+
 def train(protocol: Protocol, method: str, seed: int, state: Path) -> Path:
     """Train (or resume) one method and seed with its CPU recipe; return the run directory."""
     setting = TASKS[protocol.task]
@@ -156,8 +185,15 @@ def train(protocol: Protocol, method: str, seed: int, state: Path) -> Path:
     print(f"  training {method} seed {seed}: {protocol.steps} steps"
           + (f", resuming from {checkpoint.name}" if checkpoint else ""), flush=True)
     start = time.time()
-    _divrl(["train", str(RECIPES / setting.task / f"{method}.yaml"), *setting.train_args,
-            "--model_name_or_path", MODEL, "--max_steps", str(protocol.steps), "--seed", str(seed),
+    model = MODEL
+    budget = ["--per_device_train_batch_size", str(8 * protocol.prompts_per_step)]
+    if protocol.eval_steps is not None:
+        budget += ["--recovery_eval", "true", "--eval_steps", str(protocol.eval_steps)]
+    if protocol.sft:
+        model = str(warm_start(protocol, seed, state))
+        budget += ["--n_exemplars", "0"]
+    _divrl(["train", str(RECIPES / setting.task / f"{method}.yaml"), *setting.train_args, *budget,
+            "--model_name_or_path", model, "--max_steps", str(protocol.steps), "--seed", str(seed),
             "--learning_rate", str(protocol.learning_rate), "--max_completion_length", str(setting.max_new_tokens),
             "--logging_steps", "1", "--save_strategy", "steps", "--save_steps", str(protocol.save_steps),
             "--save_total_limit", "2", "--output_dir", str(run), *resume, *protocol.extra_train_args],
@@ -176,7 +212,9 @@ def evaluate(protocol: Protocol, label: str, model: str, state: Path) -> dict[st
     if not result.is_file():
         print(f"  evaluating {label} ({protocol.samples} samples per test instance)", flush=True)
         start = time.time()
-        _divrl(["eval", "recovery", "--model", model, "--task", setting.task, *setting.eval_args, "--split", "test",
+        zero_shot = protocol.sft and label != "base"  # the base model keeps its few-shot prompts
+        _divrl(["eval", "recovery", "--model", model, "--task", setting.task, *setting.eval_args(zero_shot),
+                "--split", "test",
                 "--samples", str(protocol.samples), "--max-new-tokens", str(setting.max_new_tokens),
                 "--no-progress", "--out", str(out)], state / "log.txt")
         (out / "divrl_benchmark.json").write_text(json.dumps({"eval_seconds": time.time() - start}))
@@ -185,7 +223,13 @@ def evaluate(protocol: Protocol, label: str, model: str, state: Path) -> dict[st
 
 
 def plan(protocol: Protocol) -> list[tuple[str, int]]:
-    """(method, seed) in the order that makes partial results most useful: the GRPO/IPS comparison first."""
+    """(method, seed) in the order that makes partial results most useful: the GRPO/IPS comparison first; with
+    `all_seeds`, every method's first seed, then the next seed of every method (the SFT model of a seed before
+    its RL runs: ("sft", seed))."""
+    if protocol.all_seeds:
+        sft = [("sft", seed) for seed in protocol.seeds] if protocol.sft else []
+        return [unit for i, seed in enumerate(protocol.seeds)
+                for unit in (sft[i:i + 1] + [(m, seed) for m in protocol.methods])]
     first = [(m, protocol.seeds[0]) for m in protocol.methods if m in MULTI_SEED]
     more = [(m, s) for s in protocol.seeds[1:] for m in protocol.methods if m in MULTI_SEED]
     rest = [(m, protocol.seeds[0]) for m in protocol.methods if m not in MULTI_SEED]
@@ -200,7 +244,9 @@ SIGNALS = {"validity": "divrl/primary_reward", "task reward": "divrl/task_reward
            "distinct valid / group": "diversity/distinct_valid", "pairwise diversity": "diversity/pairwise",
            "entropy": "entropy", "completion length": "completions/mean_length",
            # what the completions would have carried into the loss without the stop at END (divrl.trainers.stopping)
-           "length without stop": "divrl/stop/mean_length_unstopped"}
+           "length without stop": "divrl/stop/mean_length_unstopped",
+           # held-out recovery during training (RecoveryEvalCallback, every eval_steps; few instances and samples)
+           "held-out validity": "divrl/eval/validity"}
 
 
 def training_signals(run: Path) -> dict[str, Any]:
@@ -231,8 +277,11 @@ def per_instance_values(evals: list[dict[str, Any]]) -> tuple[list[str], dict[st
     ids = sorted(by_id[0])
     if any(sorted(run) != ids for run in by_id):
         raise ValueError("the evaluations of one method cover different instances: were they run on other splits?")
+    metrics = ["curve", "validity", "uniqueness", "recovery"]
+    if all(run[i].get("recovery_at_n_admissible") is not None for run in by_id for i in ids):
+        metrics.append("recovery_at_n_admissible")  # order-free RR@|H_O| (evaluations with N >= every |H_O|)
     values = {metric: np.array([[np.asarray(run[i][metric], dtype=float) for run in by_id] for i in ids])
-              for metric in ("curve", "validity", "uniqueness", "recovery")}
+              for metric in metrics}
     values["distinct_valid"] = np.array([[np.asarray(run[i]["curve"]) * run[i]["n_admissible"] for run in by_id]
                                          for i in ids])
     return ids, values
@@ -270,9 +319,10 @@ def _interval(mean: np.ndarray, samples: np.ndarray) -> dict[str, Any]:
 
 
 def pool_method(label: str, evals: list[dict[str, Any]], instance_draws: np.ndarray
-                ) -> tuple[dict[str, Any], np.ndarray]:
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Seeds and instances pooled: mean and hierarchical-bootstrap 95% interval of RR(n), validity,
-    uniqueness and distinct valid hypotheses found; also the bootstrap samples of the final RR."""
+    uniqueness, distinct valid hypotheses found and (when evaluated) RR@|H_O|; also the bootstrap samples of
+    every metric."""
     _, values = per_instance_values(evals)
     summary: dict[str, Any] = {"label": label, "seeds": len(evals), "n_instances": len(values["recovery"]),
                                "per_seed_recovery": values["recovery"].mean(axis=0).tolist(), **concentration(evals)}
@@ -280,7 +330,7 @@ def pool_method(label: str, evals: list[dict[str, Any]], instance_draws: np.ndar
     for metric, array in values.items():
         samples[metric] = bootstrap_means(array, instance_draws)
         summary[metric] = _interval(array.mean(axis=(0, 1)), samples[metric])
-    return summary, samples["recovery"]
+    return summary, samples
 
 
 def law_fits(runs: list[Path]) -> list[dict[str, Any]]:
@@ -324,22 +374,36 @@ def _fmt_ci(stats: dict[str, Any], index: int | None = None) -> str:
     return f"{pick(stats['mean']):.3f} [{pick(stats['ci_low']):.3f}, {pick(stats['ci_high']):.3f}]"
 
 
+PAIRED_METRICS = ("recovery", "recovery_at_n_admissible", "validity")
+
+
+def _paired(summary: dict[str, Any], samples: dict[str, np.ndarray], reference: dict[str, Any],
+            reference_samples: dict[str, np.ndarray], name: str) -> None:
+    """Add `<metric>_minus_<name>` (mean and 95% interval over the shared instance resamples) for each paired
+    metric both sides have."""
+    for metric in PAIRED_METRICS:
+        if metric in samples and metric in reference_samples:
+            mean = np.asarray(summary[metric]["mean"]) - np.asarray(reference[metric]["mean"])
+            summary[f"{metric}_minus_{name}"] = _interval(mean, samples[metric] - reference_samples[metric])
+
+
 def compare(collected: dict[str, dict[str, Any]], resamples: int = 2000) -> dict[str, dict[str, Any]]:
     """Pool each method's evaluations, with the instance resamples shared by all methods, and the paired
-    difference of its final RR to GRPO's on the same seeds (mean and 95% interval)."""
+    differences of its final RR, RR@|H_O| and validity to GRPO's on the same seeds and to the base model's
+    (mean and 95% interval)."""
     evaluated = {label: c for label, c in collected.items() if c["evals"]}
     n_instances = {len(c["evals"][0]["instances"]) for c in evaluated.values()}
     if len(n_instances) > 1:
         raise ValueError(f"methods were evaluated on different numbers of instances: {sorted(n_instances)}")
     n = n_instances.pop() if n_instances else 0
     draws = np.random.default_rng(0).integers(0, n, (resamples, n))
-    methods, recovery_samples = {}, {}
+    methods, samples = {}, {}
     for label, c in collected.items():
         keep = {k: c[k] for k in ("training", "runs", "wall_seconds")}
         if not c["evals"]:
             methods[label] = {"label": label, "seeds": 0, **keep}
             continue
-        summary, recovery_samples[label] = pool_method(label, c["evals"], draws)
+        summary, samples[label] = pool_method(label, c["evals"], draws)
         methods[label] = {**summary, **keep}
     reference = collected.get(METHODS["grpo"])
     if reference and reference["evals"]:
@@ -351,9 +415,12 @@ def compare(collected: dict[str, dict[str, Any]], resamples: int = 2000) -> dict
             matched = [e for e, seed in zip(reference["evals"], reference["eval_seeds"], strict=True)
                        if seed in c["eval_seeds"]] or reference["evals"]
             grpo, grpo_samples = pool_method(METHODS["grpo"], matched, draws)
-            mean = methods[label]["recovery"]["mean"] - grpo["recovery"]["mean"]
-            methods[label]["recovery_minus_grpo"] = _interval(np.array(mean), recovery_samples[label] - grpo_samples)
+            _paired(methods[label], samples[label], grpo, grpo_samples, "grpo")
             methods[label]["grpo_seeds_compared"] = len(matched)
+    if BASE_LABEL in samples:
+        for label in evaluated:
+            if label != BASE_LABEL:
+                _paired(methods[label], samples[label], methods[BASE_LABEL], samples[BASE_LABEL], "base")
     return methods
 
 
@@ -365,8 +432,18 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
     collected: dict[str, dict[str, Any]] = {}  # label -> evals, training, runs, wall seconds
     if (state / "eval" / "base" / "recovery.json").is_file():
         base = evaluate(protocol, "base", MODEL, state)
-        collected["base model"] = {"evals": [base], "eval_seeds": [], "training": [], "runs": [],
-                                   "wall_seconds": base.get("eval_seconds", math.nan)}
+        collected[BASE_LABEL] = {"evals": [base], "eval_seeds": [], "training": [], "runs": [],
+                                 "wall_seconds": base.get("eval_seconds", math.nan)}
+    sft_evals = [(seed, state / "eval" / f"sft-seed{seed}") for seed in protocol.seeds]
+    sft_evals = [(seed, out) for seed, out in sft_evals if (out / "recovery.json").is_file()]
+    if sft_evals:
+        evals = [evaluate(protocol, out.name, str(state / "sft" / f"seed{seed}" / "merged"), state)
+                 for seed, out in sft_evals]
+        collected[SFT_LABEL] = {"evals": evals, "eval_seeds": [seed for seed, _ in sft_evals], "training": [],
+                                "runs": [out.name for _, out in sft_evals],
+                                "wall_seconds": sum(_meta(state / "sft" / f"seed{seed}" / "divrl_benchmark.json")
+                                                    .get("train_seconds", 0.0) + e.get("eval_seconds", 0.0)
+                                                    for (seed, _), e in zip(sft_evals, evals, strict=True))}
     for method in protocol.methods:
         entry: dict[str, Any] = {"evals": [], "eval_seeds": [], "training": [], "runs": [], "wall_seconds": 0.0}
         for seed in protocol.seeds_for(method):
@@ -404,7 +481,9 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
         "complete": complete,
         "protocol": {"model": MODEL, "task": setting.task, "params": setting.params, "steps": protocol.steps,
                      "learning_rate": protocol.learning_rate, "samples": protocol.samples, "seeds": protocol.seeds,
-                     "max_new_tokens": setting.max_new_tokens, "methods": list(protocol.methods)},
+                     "max_new_tokens": setting.max_new_tokens, "methods": list(protocol.methods),
+                     "prompts_per_step": protocol.prompts_per_step, "eval_steps": protocol.eval_steps,
+                     "sft": protocol.sft},
         "methods": methods,
         "law_fits": fits,
     }
@@ -423,8 +502,12 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         f"{p['model']} (LoRA r=16, fp32) on {data['machine']['cpu']} (CPU, {data['machine']['cores']} cores), "
         f"{data['date']}. Status: "
         f"{status}. Task {p['task']} {p['params']}: train on the train split, evaluate {p['samples']} parallel "
-        f"samples per held-out test instance. Equal budget per run: {p['steps']} optimizer steps of one group of 8 "
-        f"completions (<= {p['max_new_tokens']} tokens), learning rate {p['learning_rate']}, each method's CPU "
+        f"samples per held-out test instance. Equal budget per run: {p['steps']} optimizer steps of "
+        f"{p.get('prompts_per_step', 1)} prompt(s) x a group of 8 completions (<= {p['max_new_tokens']} tokens), "
+        f"learning rate {p['learning_rate']}, "
+        + ("each seed warm-started by `divrl sft` (recipes/sft) and trained and evaluated on zero-shot prompts "
+           "(the base model keeps its 3-shot prompts), " if p.get("sft") else "")
+        + f"each method's CPU "
         f"recipe otherwise (population methods: K=3 members share those steps, so the evaluated member trains "
         f"about a third of them, plus the selection's extra samples). Intervals: 95% hierarchical bootstrap "
         f"(test instances, and training seeds within a method), so they cover seed-to-seed variation where "
@@ -437,6 +520,21 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         f"uniqueness | distinct valid found | modal share | distinct answers, all instances | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    headline = [(label, m) for label, m in data["methods"].items() if "recovery_at_n_admissible" in m]
+    if headline:
+        lines[-2:-2] = [
+            "Headline: order-free RR@|H_O| (the share of an instance's admissible set found by |H_O| samples, the "
+            "seeds' budget; `divrl.core.estimators`), validity, and their paired differences to GRPO (same seeds) "
+            "and to the base model:", "",
+            "| method | seeds | RR@\\|H_O\\| [95% CI] | - GRPO | - base | validity [95% CI] | validity - GRPO | "
+            "validity - base |", "|---|---|---|---|---|---|---|---|",
+            *(f"| {label} | {m['seeds']} | {_fmt_ci(m['recovery_at_n_admissible'])} | "
+              f"{_fmt_ci(m['recovery_at_n_admissible_minus_grpo']) if 'recovery_at_n_admissible_minus_grpo' in m else ''} | "
+              f"{_fmt_ci(m['recovery_at_n_admissible_minus_base']) if 'recovery_at_n_admissible_minus_base' in m else ''} | "
+              f"{_fmt_ci(m['validity'])} | "
+              f"{_fmt_ci(m['validity_minus_grpo']) if 'validity_minus_grpo' in m else ''} | "
+              f"{_fmt_ci(m['validity_minus_base']) if 'validity_minus_base' in m else ''} |" for label, m in headline),
+            "", f"All metrics at N = {p['samples']} samples (RR@N):", ""]
     for label, m in data["methods"].items():
         steps = ", ".join(str(t["steps"]) + ("" if t["evaluated"] else " (not evaluated)") for t in m["training"])
         if not m.get("seeds"):
@@ -481,9 +579,13 @@ def markdown(data: dict[str, Any], stem: str) -> str:
               "instances); distinct answers, all instances: how many different readable answers the model wrote "
               "over the whole test split (mean over seeds). Both show whether a policy answers the observation "
               "or writes one expression whatever it is shown."]
-    lines += ["", "Reading notes: each training step draws one train instance, so per-step signals swing with the "
-              "instance (the plot shows them raw); training completions run to the token cap (no end-marker stop "
-              "during training), so completion length there is mostly the cap; population methods are evaluated "
+    stop_note = ("training completions stop at the END line (DivRLConfig.stop_strings), so 'length without stop' "
+                 "shows what the loss would have carried without it" if p.get("prompts_per_step") else
+                 "training completions ran to the token cap (no end-marker stop during training then), so completion "
+                 "length there is mostly the cap")
+    lines += ["", f"Reading notes: each training step draws {p.get('prompts_per_step', 1)} train instance(s), so "
+              f"per-step signals swing with the instance (the plot shows them raw); {stop_note}; population "
+              "methods are evaluated "
               "through the adapter a run saves at its top level (member 0, restarted from the soup at each "
               "selection); wall time is training plus evaluation on a shared machine."]
     lines += ["", f"![recovery curves](benchmarks/results/{stem}_curves.png)",
@@ -504,8 +606,12 @@ def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None
             return write_results(protocol, state, out, complete=False)
         label = "base" if unit is None else f"{unit[0]}-seed{unit[1]}"
         print(f"[{number}/{len(units)}] {label}  (elapsed {time.time() - start:.0f} s)", flush=True)
+        if (state / "eval" / label / "recovery.json").is_file():
+            continue  # finished (its results may come from a commit: checkpoints and weights are not kept in git)
         if unit is None:
             evaluate(protocol, "base", MODEL, state)
+        elif unit[0] == "sft":
+            evaluate(protocol, label, str(warm_start(protocol, unit[1], state)), state)
         else:
             evaluate(protocol, label, str(train(protocol, *unit, state)), state)
         write_results(protocol, state, out, complete=False)
@@ -514,7 +620,15 @@ def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="boolean, base/GRPO/IPS, 1 seed, 6 steps (~20 min)")
+    parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default="v1",
+                        help="v1: 16 steps of one prompt (2026-11-23); v2: issue 13's (4 prompts per step, lr 5e-5, "
+                             "every method x 3 seeds, held-out recovery during training); quick: a ~20-minute subset")
+    parser.add_argument("--quick", action="store_true", help="same as --protocol quick")
+    parser.add_argument("--learning-rate", type=float, help="learning rate of every run")
+    parser.add_argument("--prompts-per-step", type=int, help="distinct prompts per optimizer step (G = 8 each)")
+    parser.add_argument("--sft", action="store_true", help="warm-start each seed with `divrl sft` (zero-shot prompts)")
+    parser.add_argument("--name", help="results name (default hypospace_recovery[_PROTOCOL][_TASK]); a sweep arm "
+                                       "gives each setting its own name")
     parser.add_argument("--task", choices=sorted(TASKS), help="HypoSpace task (default boolean)")
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), help="recipes to train (default: all)")
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds for GRPO and IPS (others use the first)")
@@ -525,15 +639,20 @@ def main() -> None:
     parser.add_argument("--budget-minutes", type=float, help="start no new unit after this many minutes")
     parser.add_argument("--report-only", action="store_true", help="rewrite the results from --state, run nothing")
     args = parser.parse_args()
-    protocol = QUICK if args.quick else Protocol()
+    chosen = "quick" if args.quick else args.protocol
     overrides = {"task": args.task, "methods": tuple(args.methods) if args.methods else None,
-                 "seeds": tuple(args.seeds) if args.seeds else None, "steps": args.steps, "samples": args.samples}
-    protocol = Protocol(**{**protocol.__dict__, **{k: v for k, v in overrides.items() if v is not None}})
-    if protocol.steps < 1 or protocol.samples < 1 or not protocol.seeds:
-        raise SystemExit("--steps and --samples must be >= 1 and --seeds non-empty")
-    name = f"hypospace_recovery{'_quick' if args.quick else ''}"
-    name += "" if protocol.task == "boolean" else f"_{protocol.task}"
-    state = Path(args.state) if args.state else Path(__file__).parent / "state" / name
+                 "seeds": tuple(args.seeds) if args.seeds else None, "steps": args.steps, "samples": args.samples,
+                 "learning_rate": args.learning_rate, "prompts_per_step": args.prompts_per_step,
+                 "sft": True if args.sft else None}
+    protocol = Protocol(**{**PROTOCOLS[chosen].__dict__, **{k: v for k, v in overrides.items() if v is not None}})
+    if protocol.steps < 1 or protocol.samples < 1 or not protocol.seeds or protocol.prompts_per_step < 1:
+        raise SystemExit("--steps, --samples and --prompts-per-step must be >= 1 and --seeds non-empty")
+    name = args.name or ("hypospace_recovery" + ("" if chosen == "v1" else f"_{chosen}")
+                         + ("" if protocol.task == "boolean" else f"_{protocol.task}"))
+    # v2 keeps its finished units' small files (evaluations, trainer states) in git, so a later session on a fresh
+    # machine resumes from them (benchmarks/evidence/.gitignore leaves out checkpoints and weights).
+    default_state = Path(__file__).parent / ("evidence" if chosen == "v2" else "state") / name
+    state = Path(args.state) if args.state else default_state
     settings = state / "protocol.json"
     recorded = json.dumps({k: v for k, v in protocol.__dict__.items()}, sort_keys=True, default=list)
     if args.report_only:

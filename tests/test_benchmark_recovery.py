@@ -27,7 +27,7 @@ def test_pool_method_averages_seeds_within_instances() -> None:
     seed1 = _eval({"b": ([0.2, 0.6], 10), "a": ([0.25, 1.0], 4)})  # instance order does not matter
     draws = np.random.default_rng(0).integers(0, 2, (200, 2))
     pooled, samples = bench.pool_method("IPS", [seed0, seed1], draws)
-    assert pooled["seeds"] == 2 and pooled["n_instances"] == 2 and samples.shape == (200,)
+    assert pooled["seeds"] == 2 and pooled["n_instances"] == 2 and samples["recovery"].shape == (200,)
     assert pooled["curve"]["mean"] == pytest.approx([(0.25 + 0.1) / 2, (0.75 + 0.4) / 2])
     assert pooled["validity"]["mean"] == pytest.approx((0.75 + 0.4) / 4)
     assert pooled["uniqueness"]["mean"] == pytest.approx((0.25 + 0.1) / 2)
@@ -79,7 +79,7 @@ def test_evaluation_uses_the_training_task_and_its_held_out_split(name: str, tmp
 
     parser = argparse.ArgumentParser()
     recovery_cli.register(parser.add_subparsers())
-    args = parser.parse_args(["recovery", "--model", "m", "--task", setting.task, *setting.eval_args, "--out", "o"])
+    args = parser.parse_args(["recovery", "--model", "m", "--task", setting.task, *setting.eval_args(), "--out", "o"])
     eval_task = task_from_args(args.task, args)
     test_ids = {i.id for i in eval_task.split("test", args.seed, args.test_fraction, args.limit)}
 
@@ -108,3 +108,36 @@ def test_one_seed_methods_are_compared_with_grpo_on_the_same_seed() -> None:
     assert methods["QD-GRPO"]["recovery_minus_grpo"]["mean"] == pytest.approx(0.5 - 0.6)  # seed 0 only
     assert methods["QD-GRPO"]["grpo_seeds_compared"] == 1
     assert methods["base model"]["recovery_minus_grpo"]["mean"] == pytest.approx(0.5 - 0.3)  # all three
+
+
+def test_rr_at_h_o_and_differences_to_the_base_model_are_paired() -> None:
+    def with_rr_h(evaluation: dict, values: list[float]) -> dict:
+        for instance, value in zip(evaluation["instances"], values, strict=True):
+            instance["recovery_at_n_admissible"] = value
+        return evaluation
+
+    base = with_rr_h(_eval({"i": ([0.4], 5), "j": ([0.2], 5)}), [0.3, 0.1])
+    grpo = [with_rr_h(_eval({"i": ([0.3], 5), "j": ([0.1], 5)}), [0.2, 0.0]) for _ in range(2)]
+    count = [with_rr_h(_eval({"i": ([0.6], 5), "j": ([0.4], 5)}), [0.5, 0.3]) for _ in range(2)]
+    collected = {"base model": {"evals": [base], "eval_seeds": [], "training": [], "runs": [], "wall_seconds": 0},
+                 "GRPO": {"evals": grpo, "eval_seeds": [0, 1], "training": [], "runs": [], "wall_seconds": 0},
+                 "count bonus": {"evals": count, "eval_seeds": [0, 1], "training": [], "runs": [], "wall_seconds": 0}}
+    methods = bench.compare(collected, resamples=200)
+    versus_base = methods["count bonus"]["recovery_at_n_admissible_minus_base"]
+    assert versus_base["mean"] == pytest.approx(0.2)
+    assert versus_base["ci_low"] == pytest.approx(0.2) and versus_base["ci_high"] == pytest.approx(0.2)  # paired
+    assert methods["count bonus"]["recovery_at_n_admissible_minus_grpo"]["mean"] == pytest.approx(0.3)
+    assert methods["GRPO"]["validity_minus_base"]["mean"] == pytest.approx(-0.1 / 2)
+    text = bench.markdown({"protocol": {"model": "m", "task": "t", "params": {}, "steps": 1, "learning_rate": 1e-5,
+                                        "samples": 16, "seeds": [0, 1], "max_new_tokens": 24, "methods": [],
+                                        "prompts_per_step": 4, "sft": False},
+                           "machine": {"cpu": "c", "cores": 2}, "date": "d", "complete": False, "methods": methods,
+                           "law_fits": []}, "x")
+    assert "| count bonus | 2 | 0.400 [" in text and "Headline" in text
+
+
+def test_v2_plan_runs_every_method_and_seed_with_the_sft_model_first() -> None:
+    protocol = bench.Protocol(methods=("grpo", "count"), seeds=(0, 1), all_seeds=True, sft=True)
+    assert bench.plan(protocol) == [("sft", 0), ("grpo", 0), ("count", 0), ("sft", 1), ("grpo", 1), ("count", 1)]
+    assert bench.V2.seeds_for("qd") == (0, 1, 2) and bench.V1.seeds_for("qd") == (0,)
+    assert "count" in bench.V2.methods and set(bench.V2.methods) <= set(bench.METHODS)
