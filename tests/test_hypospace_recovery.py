@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from divrl import cli, sampling
+from divrl.core import vendi_score_of_keys
 from divrl.tasks.hypospace import VoxelTask, recovery_cli
 from divrl.tasks.hypospace.common import Instance
 from divrl.tasks.hypospace.recovery import bootstrap_mean, evaluate_recovery, samples_per_instance, score_proposals
@@ -104,6 +105,13 @@ def test_score_proposals_marks_rr_at_the_admissible_size_undefined_below_it() ->
     record = score_proposals(["a", None], frozenset({"a", "b", "c"}))
     assert record["recovery_at_n_admissible"] is None and record["recovery"] == pytest.approx(1 / 3)
     assert record["curve_unbiased"] == pytest.approx([1 / 6, 1 / 3]) and record["pass_at_k"] == pytest.approx([0.5, 1])
+
+
+def test_vendi_score_counts_distinct_valid_proposals_by_their_frequencies() -> None:
+    admissible = frozenset({"a", "b", "c"})
+    assert score_proposals(["a", "a", "b", "b", "x", None], admissible)["vendi_valid"] == pytest.approx(2.0)
+    assert score_proposals(["a", "a", "a", "a"], admissible)["vendi_valid"] == pytest.approx(1.0)
+    assert score_proposals(["x", None], admissible)["vendi_valid"] == 0.0  # nothing valid
 
 
 def test_samples_per_hypothesis_budget_varies_n_per_instance() -> None:
@@ -238,8 +246,12 @@ def test_cli_samples_per_hypothesis_and_table(
     assert result["curve_unbiased"]["mean"] == pytest.approx(EXPECTED["curve_unbiased"])
     table = capsys.readouterr().out
     header, row = table.splitlines()[:2]
-    assert header.split()[1:6] == ["validity", "uniqueness", "pass@N", "RR@|H_O|", "RR@N"]
-    assert [float(v) for v in row.split()[1:6]] == pytest.approx([0.625, 0.375, 0.75, 11 / 24, 0.625], abs=6e-4)
+    assert header.split()[1:7] == ["validity", "uniqueness", "vendi", "pass@N", "RR@|H_O|", "RR@N"]
+    admissible = {i.id: i.admissible for i in VoxelTask(grid=2, max_height=2, max_blocks=1).instances()}
+    vendi = np.mean([vendi_score_of_keys([p if p in admissible[r["id"]] else None for p in r["proposals"]])
+                     for r in result["instances"]])
+    assert [float(v) for v in row.split()[1:7]] == pytest.approx([0.625, 0.375, vendi, 0.75, 11 / 24, 0.625],
+                                                                 abs=6e-3)
     help_text = recovery_cli_help(monkeypatch, capsys)
     assert "1 - C(N - c_h, n) / C(N, n)" in help_text and "The printed table uses the order-free" in help_text
 

@@ -431,5 +431,7 @@ def test_distinct_valid_outcomes_and_unshaped_rewards_are_logged_for_every_metho
                                      task=ToyTask(), **method)
         history = trainer.state.log_history
         assert logged(history, "diversity/distinct_valid") == [(2 + 2) / 2]  # {a, b} and {c, d}
+        vendi = [math.exp(-sum(p * math.log(p) for p in freqs)) for freqs in ((2 / 3, 1 / 3), (3 / 4, 1 / 4))]
+        assert logged(history, "diversity/vendi_valid") == pytest.approx([sum(vendi) / 2])  # a a b | c c c d
         assert logged(history, "divrl/task_reward") == pytest.approx([11 / 8])  # unshaped, also under IPS
         assert logged(history, "divrl/primary_reward") == pytest.approx([11 / 8])

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from divrl.core import vendi_score_of_keys
 from divrl.core.estimators import expected_coverage_curve, hit_probability_curve
 from divrl.sampling import Prompt
 from divrl.tasks.hypospace.common import HypoSpaceTask, Instance, recovery_curve, uniqueness, validity
@@ -40,7 +41,9 @@ def score_proposals(proposals: Sequence[str | None], admissible: frozenset[str])
 
     `curve`: prefix RR(n) (first n in order); `curve_unbiased`: order-free RR(n); `recovery`: RR@N (the two
     agree there); `recovery_at_n_admissible`: order-free RR@|H_O|, None when N < |H_O|; `pass_at_k`: pass@k of
-    validity for k = 1..N; plus validity, uniqueness, `n_samples` and `n_admissible`.
+    validity for k = 1..N; `vendi_valid`: the Vendi score of the valid proposals (the effective number of distinct
+    admissible hypotheses among them, exp of their frequencies' entropy); plus validity, uniqueness, `n_samples` and
+    `n_admissible`.
     """
     if not proposals:
         raise ValueError("an instance needs at least one proposal")
@@ -53,6 +56,7 @@ def score_proposals(proposals: Sequence[str | None], admissible: frozenset[str])
         "n_samples": n,
         "validity": validity(proposals, admissible),
         "uniqueness": uniqueness(proposals),
+        "vendi_valid": vendi_score_of_keys([p if p in admissible else None for p in proposals]),
         "recovery": curve[-1],
         "recovery_at_n_admissible": unbiased[size - 1] if size <= n else None,
         "curve": curve,
@@ -159,7 +163,7 @@ def summarize(per_instance: Sequence[dict[str, Any]], resamples: int = 1000, see
     n_common = min(r["n_samples"] for r in per_instance)
     summary: dict[str, Any] = {
         metric: bootstrap_mean(np.array([r[metric] for r in per_instance]), resamples, seed)
-        for metric in ("validity", "uniqueness", "recovery")
+        for metric in ("validity", "uniqueness", "recovery", "vendi_valid")
     }
     summary["pass_at_n"] = bootstrap_mean(np.array([r["pass_at_k"][-1] for r in per_instance]), resamples, seed)
     for metric in ("curve", "curve_unbiased", "pass_at_k"):

@@ -1,7 +1,7 @@
 """`divrl eval recovery`: recovery-rate curves of one or more models (or checkpoints) on a HypoSpace split.
 
 Writes `DIR/recovery.json` (per-instance prefix and order-free curves, RR@|H_O|, RR@N, validity, uniqueness,
-pass@k of validity, macro-averages with 95% bootstrap intervals) and `DIR/recovery.png` (one colour per model /
+Vendi score of the valid proposals, pass@k of validity, macro-averages with 95% bootstrap intervals) and `DIR/recovery.png` (one colour per model /
 checkpoint). Heavy imports live in the handler.
 """
 
@@ -190,14 +190,17 @@ def _cell(stats: dict[str, Any] | None, width: int) -> str:
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    """One row per model: validity, uniqueness, pass@N of validity, order-free RR@|H_O|, RR@N and its 95% CI."""
-    print(f"{'model':40s} {'validity':>9s} {'uniqueness':>10s} {'pass@N':>7s} {'RR@|H_O|':>9s} {'RR@N':>7s}  95% CI")
+    """One row per model: validity, uniqueness, Vendi score of the valid proposals, pass@N of validity, order-free
+    RR@|H_O|, RR@N and its 95% CI."""
+    print(f"{'model':40s} {'validity':>9s} {'uniqueness':>10s} {'vendi':>6s} {'pass@N':>7s} {'RR@|H_O|':>9s} "
+          f"{'RR@N':>7s}  95% CI")
     for r in results:
         rr = r["recovery"]
         print(
             f"{r['label'][-40:]:40s} {r['validity']['mean']:9.3f} {r['uniqueness']['mean']:10.3f} "
-            f"{_cell(r['pass_at_n'], 7)} {_cell(r['recovery_at_n_admissible'], 9)} {rr['mean']:7.3f}  "
+            f"{r['vendi_valid']['mean']:6.2f} {_cell(r['pass_at_n'], 7)} {_cell(r['recovery_at_n_admissible'], 9)} {rr['mean']:7.3f}  "
             f"[{rr['ci_low']:.3f}, {rr['ci_high']:.3f}]"
         )
     print("RR@|H_O|: order-free estimate after |H_O| samples; RR@N: after all N samples; pass@N: at least one valid "
-          "among the N samples (N per instance). See --help.")
+          "among the N samples (N per instance); vendi: effective number of distinct valid hypotheses per instance "
+          "(Vendi score). See --help.")

@@ -20,6 +20,9 @@ from divrl.core.metrics import (
     l1_distance,
     mean_pairwise_cosine_distance,
     outcome_entropy,
+    vendi_score,
+    vendi_score_of_embeddings,
+    vendi_score_of_keys,
 )
 from divrl.core.novelty import NoveltyMemory, hashed_ngram_embedding
 from divrl.core.population import (
@@ -67,5 +70,8 @@ __all__ = [
     "select_top",
     "selection_scores",
     "trajectory_balance_loss",
+    "vendi_score",
+    "vendi_score_of_embeddings",
+    "vendi_score_of_keys",
     "truncated_importance_weights",
 ]

@@ -1,4 +1,4 @@
-"""Diversity metrics: pairwise cosine distance, distinct outcomes, entropy, L1 and KL to a target."""
+"""Diversity metrics: pairwise cosine distance, distinct outcomes, Vendi scores, entropy, L1 and KL to a target."""
 
 from __future__ import annotations
 
@@ -31,6 +31,46 @@ def mean_pairwise_cosine_distance(x: torch.Tensor) -> float:
 def distinct_outcomes(keys: Sequence[Hashable | None]) -> int:
     """Number of distinct valid outcomes (None ignored)."""
     return len({k for k in keys if k is not None})
+
+
+def _effective_number(weights: torch.Tensor) -> float:
+    """exp of the Shannon entropy of non-negative `weights` normalised to sum 1 (negative round-off clamped)."""
+    weights = weights.double().clamp(min=0.0)
+    return float(torch.exp(torch.tensor(outcome_entropy(weights / weights.sum()))))
+
+
+def vendi_score(similarity: torch.Tensor) -> float:
+    """Vendi score (Friedman & Dieng 2023): exp of the Shannon entropy of the eigenvalues of K / n, for an n x n
+    positive semi-definite similarity K with unit diagonal: the effective number of distinct items (1 for n copies
+    of one item, n for n mutually orthogonal ones); 0.0 for no items."""
+    if similarity.dim() != 2 or similarity.shape[0] != similarity.shape[1]:
+        raise ValueError(f"similarity must be a square (n, n) matrix, got shape {tuple(similarity.shape)}")
+    n = similarity.shape[0]
+    if n == 0:
+        return 0.0
+    return _effective_number(torch.linalg.eigvalsh(similarity.double() / n))
+
+
+def vendi_score_of_keys(keys: Sequence[Hashable | None]) -> float:
+    """Vendi score with K_ij = 1 when two items share their outcome key: exp of the entropy of the key
+    frequencies (the effective number of outcomes); invalid items (None) are left out, 0.0 when none is valid."""
+    counts = torch.tensor(list(Counter(k for k in keys if k is not None).values()), dtype=torch.float64)
+    return 0.0 if counts.numel() == 0 else _effective_number(counts)
+
+
+def vendi_score_of_embeddings(x: torch.Tensor) -> float:
+    """Vendi score with the cosine-similarity kernel of the rows of `x` (n, d). Zero rows, which have no
+    direction, count as one shared item unrelated to the others (as in `mean_pairwise_cosine_distance`). The
+    eigenvalues come from the smaller of the n x n and d x d Gram matrices (they share their non-zero ones)."""
+    if x.dim() != 2:
+        raise ValueError(f"expected a (batch, dim) tensor, got shape {tuple(x.shape)}")
+    zero = (x == 0).all(dim=1, keepdim=True)
+    unit = torch.nn.functional.normalize(torch.cat([x.double(), zero.double()], dim=1), dim=1)
+    n = unit.shape[0]
+    if n == 0:
+        return 0.0
+    gram = unit @ unit.T if n <= unit.shape[1] else unit.T @ unit
+    return _effective_number(torch.linalg.eigvalsh(gram / n))
 
 
 def empirical_distribution(keys: Sequence[Hashable | None], support: Sequence[Hashable]) -> torch.Tensor:

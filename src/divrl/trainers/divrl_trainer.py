@@ -46,6 +46,7 @@ from divrl.core import (
     mean_pairwise_cosine_distance,
     per_token_divergence,
     policy_sample_divergence_loss,
+    vendi_score_of_keys,
 )
 from divrl.core.archive import AddStatus
 from divrl.core.divergence import truncated_importance_weights
@@ -280,7 +281,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         (mean in-group pairwise cosine distance of n-gram embeddings), `reward/max` (the batch's best task
         reward), `divrl/task_reward` (its mean), `divrl/primary_reward` (mean of the first reward function:
         validity for HypoSpace) and, when the task has an `outcome_key`, `diversity/distinct_valid` (distinct
-        outcomes per group among completions the first reward function scores above 0): the collapse
+        outcomes per group among completions the first reward function scores above 0) and `diversity/vendi_valid`
+        (their Vendi score: the effective number of distinct valid outcomes, weighted by frequency): the collapse
         signatures of seeds 000 / 001 / 002, comparable across methods (what `divrl fit-law` reads)."""
         texts = [completion_text(c) for c in completions]
         all_texts = gather_object(texts)
@@ -301,9 +303,9 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             keys = [self.hooks.task_outcome_key(t, **hook_columns(row)) if r > 0 else None
                     for t, row, r in zip(texts, inputs, local, strict=True)]
             keys = gather_object(keys)
-            per_group = [distinct_outcomes(keys[i : i + self.num_generations])
-                         for i in range(0, len(keys), self.num_generations)]
-            metrics["diversity/distinct_valid"].append(sum(per_group) / len(per_group))
+            groups = [keys[i : i + self.num_generations] for i in range(0, len(keys), self.num_generations)]
+            metrics["diversity/distinct_valid"].append(sum(map(distinct_outcomes, groups)) / len(groups))
+            metrics["diversity/vendi_valid"].append(sum(map(vendi_score_of_keys, groups)) / len(groups))
 
     def _weighted_task_reward(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
         """Weighted sum of the task's reward columns as TRL sums them; NaN where every column is NaN."""
