@@ -358,8 +358,9 @@ def markdown(results: dict[str, Any]) -> str:
     grid_added = results.get("hypergrid_added")
     if grid_added:
         gm = grid_added["machine"]
-        lines += ["", f"Hyper-grid rows with `count` run on {gm['date']} (commit {grid_added['commit']}, "
-                  f"`--hypergrid-only`, {grid_added['wall_seconds']} s wall); the other rows are from the full run."]
+        lines += ["", f"Hyper-grid rows with `count` added on {gm['date']} by `--hypergrid-only` (the last addition at "
+                  f"commit {grid_added['commit']}, {grid_added['wall_seconds']} s wall for the rows it ran); the other "
+                  "rows are from the full run."]
     ide = results["ideas"]
     lines += ["", "### Simulated ideas (seed 000 Table 1): 120 epochs, 8 prompts x G 16, 5 seeds", "",
               "'outcomes / group' = distinct IPS outcomes (the quality peak an idea belongs to, `--ips-outcome peak`) "
