@@ -130,19 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _sft_command(args: argparse.Namespace) -> int:
-    return main(["--config", args.recipe, *args.overrides])
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `divrl sft RECIPE.yaml [--field value ...]`."""
-    parser = subparsers.add_parser(
-        "sft", help="Supervised warm start on a HypoSpace train split (TRL SFTTrainer, LoRA), merged for RL.",
-        description="Any recipe field can be overridden: divrl sft recipes/sft/hypospace-voxel.yaml --max_steps 50",
-    )
-    parser.add_argument("recipe", help="YAML recipe (see recipes/sft/)")
-    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="--field value pairs overriding the recipe")
-    parser.set_defaults(func=_sft_command)
+    from divrl.train import register_recipe_command
+
+    register_recipe_command(subparsers, "sft", main,
+                            "Supervised warm start on a HypoSpace train split (TRL SFTTrainer, LoRA), merged for RL.",
+                            "recipes/sft/hypospace-voxel.yaml --max_steps 50")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,19 +256,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _train_command(args: argparse.Namespace) -> int:
-    return main(["--config", args.recipe, *args.overrides])
+def register_recipe_command(subparsers: argparse._SubParsersAction, name: str, run: Callable[[list[str]], int],
+                            help: str, example: str) -> None:
+    """Add `divrl NAME RECIPE.yaml [--field value ...]`, calling `run(["--config", RECIPE, *overrides])`."""
+    parser = subparsers.add_parser(name, help=help,
+                                   description=f"Any recipe field can be overridden: divrl {name} {example}")
+    parser.add_argument("recipe", help="YAML recipe (see recipes/README.md)")
+    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="--field value pairs overriding the recipe")
+    parser.set_defaults(func=lambda args: run(["--config", args.recipe, *args.overrides]))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `divrl train RECIPE.yaml [--field value ...]`."""
-    parser = subparsers.add_parser(
-        "train", help="Train from a YAML recipe (same as accelerate launch -m divrl.train --config RECIPE).",
-        description="Any recipe field can be overridden: divrl train recipes/x.yaml --max_steps 10 --ips true",
-    )
-    parser.add_argument("recipe", help="YAML recipe (see recipes/README.md)")
-    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="--field value pairs overriding the recipe")
-    parser.set_defaults(func=_train_command)
+    register_recipe_command(subparsers, "train", main,
+                            "Train from a YAML recipe (same as accelerate launch -m divrl.train --config RECIPE).",
+                            "recipes/x.yaml --max_steps 10 --ips true")
 
 
 if __name__ == "__main__":
