@@ -11,9 +11,12 @@ from rdkit import Chem, DataStructs
 from rdkit.Chem import rdFingerprintGenerator
 
 from divrl.tasks.molecules.metrics import (
+    circles,
     generative_yield,
     intdiv_moses,
     intdiv_tdc,
+    isim_from_bits,
+    isim_tanimoto,
     molecule_metrics,
     novelty,
     oracle_burden,
@@ -128,6 +131,7 @@ def test_molecule_metrics_is_json_and_consistent() -> None:
     assert "yield_3_calls" not in metrics
     assert metrics["validity"] == pytest.approx(7 / 9) and metrics["novelty"] == pytest.approx(4 / 5)
     assert metrics["intdiv_tdc"] == intdiv_tdc(SAMPLE) and metrics["intdiv2_moses"] == intdiv_moses(SAMPLE, p=2)
+    assert metrics["isim_tanimoto"] == isim_tanimoto(SAMPLE) and metrics["circles"] == circles(SAMPLE)
     assert metrics["yield"] == {"0.8": 2}  # caffeine and paracetamol contain N
     assert metrics["oracle_burden_2"] == {"0.8": 3}
     assert metrics["reward"]["max"] == 0.9
@@ -170,3 +174,27 @@ def test_fingerprints_match_the_legacy_api_moses_and_tdc_call(n_bits: int) -> No
 def test_novelty_against_an_already_canonical_reference() -> None:
     reference = [Chem.CanonSmiles("CC(=O)Oc1ccccc1C(=O)O"), "c1ccc2ccccc2c1"]
     assert novelty(SAMPLE, reference, reference_canonical=True) == novelty(SAMPLE, reference) == pytest.approx(3 / 5)
+
+
+def test_isim_counts_shared_on_bits_per_column() -> None:
+    # columns: on in both (1 shared pair), on in one (1 pair compared, none shared), off in both (not compared)
+    bits = np.array([[1, 1, 0], [1, 0, 0]], dtype=float)
+    assert isim_from_bits(bits) == pytest.approx(1 / 2)  # two rows: iSIM equals their Tanimoto, 1 / |union| 2
+    assert isim_from_bits(np.ones((4, 3))) == 1.0 and isim_from_bits(np.zeros((3, 5))) == 1.0
+    with pytest.raises(ValueError, match="at least two"):
+        isim_from_bits(np.ones((1, 3)))
+    unique = sorted({Chem.MolToSmiles(Chem.MolFromSmiles(s)) for s in SAMPLE[:7]})
+    pairs = [DataStructs.TanimotoSimilarity(a, b) for a, b in itertools.combinations(_fingerprints(unique, 2048), 2)]
+    assert isim_tanimoto(SAMPLE) == pytest.approx(np.mean(pairs), abs=0.05)  # an O(N) estimate of the pair mean
+    assert isim_tanimoto(["CCO", "OCC", None]) is None
+
+
+def test_circles_keeps_only_molecules_far_from_every_kept_one() -> None:
+    assert circles(["CCO", "OCC", "C1CC", None]) == 1  # one distinct valid molecule
+    assert circles([]) == 0
+    far = ["c1ccc2ccccc2c1", "CC(C)Cc1ccc(cc1)C(C)C(=O)O"]
+    distance = 1 - DataStructs.TanimotoSimilarity(*_fingerprints(far, 2048))
+    assert circles(far, threshold=distance - 1e-6) == 2 and circles(far, threshold=distance) == 1
+    assert circles(SAMPLE, threshold=0.0) == 5  # every distinct valid molecule is a circle of radius 0
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        circles(far, threshold=1.0)

@@ -123,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         metadata={"model": args.model, "sampling": {"backend": args.backend, **sampling_config}},
     )
     summary_keys = ["validity", "sanity_rejected", "uniqueness", "sample_uniqueness", "novelty", "intdiv_moses",
-                    "intdiv_tdc", "yield"]
+                    "intdiv_tdc", "isim_tanimoto", "circles", "yield"]
     if args.budget is not None:
         summary_keys.append(f"yield_{args.budget}_calls")
     print(json.dumps({k: metrics[k] for k in summary_keys}))

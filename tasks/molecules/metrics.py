@@ -1,4 +1,5 @@
-"""Discovery metrics: validity, uniqueness, novelty, internal diversity, Generative Yield, Oracle Burden.
+"""Discovery metrics: validity, uniqueness, novelty, internal diversity, iSIM, #Circles, Generative Yield,
+Oracle Burden.
 
 Internal diversity comes in two conventions that give different numbers on the same molecules, so
 each has its own function and the name says which:
@@ -7,6 +8,12 @@ each has its own function and the name says which:
   (IntDiv = p 1, IntDiv2 = p 2).
 - TDC/PMO (`intdiv_tdc`): Morgan radius 2, 2048 bits, over the UNIQUE valid molecules, mean of
   1 - T_ij over the pairs i < j.
+Two more set-level measures users compare with, over the unique valid molecules (Morgan radius 2, 2048 bits):
+- iSIM (`isim_tanimoto`, Miranda-Quintana et al. 2024): the average pairwise Tanimoto similarity in O(N) from the
+  fingerprint bits' column sums k_j: sum_j k_j (k_j - 1) / 2 over sum_j [k_j (k_j - 1) / 2 + k_j (N - k_j)].
+- #Circles (`circles`, Xie et al. 2023): how many molecules can be picked with every pairwise Tanimoto distance
+  above a threshold t (0.75 by default): chemical-space coverage that grows only with genuinely new molecules.
+  Found greedily in canonical-SMILES order, so it is a lower bound of the exact (NP-hard) maximum.
 Uniqueness also comes in two conventions: `uniqueness` (metrics key "uniqueness") is MOSES'
 unique@all, distinct valid / valid molecules; `sample_uniqueness` (key "sample_uniqueness") is
 distinct valid molecules / all samples, the definition in the project notes, which also drops when
@@ -89,6 +96,38 @@ def intdiv_moses(smiles: Sequence[str | None], p: int = 1, block: int = 1024) ->
         tanimoto = np.divide(shared, union, out=np.ones_like(shared), where=union > 0)  # 0/0 -> 1, as MOSES
         per_molecule[start : start + block] = np.mean(tanimoto**p, axis=1) ** (1.0 / p)
     return float(1.0 - per_molecule.mean())
+
+
+def isim_from_bits(bits: np.ndarray) -> float:
+    """iSIM Tanimoto of a (N >= 2, n_bits) 0/1 fingerprint matrix: shared on-bit pairs over all compared bit pairs,
+    counted per column; 1.0 for identical fingerprints (and for fingerprints with no bit set, as MOSES' 0/0)."""
+    n = bits.shape[0]
+    if n < 2:
+        raise ValueError(f"iSIM compares at least two fingerprints, got {n}")
+    on = bits.sum(axis=0)
+    shared = (on * (on - 1) / 2).sum()
+    compared = shared + (on * (n - on)).sum()
+    return float(shared / compared) if compared > 0 else 1.0
+
+
+def isim_tanimoto(smiles: Sequence[str | None]) -> float | None:
+    """iSIM average Tanimoto similarity of the unique valid molecules (2048-bit Morgan r2); None if < 2 unique."""
+    unique = sorted(set(_valid_canonical(smiles)))
+    return None if len(unique) < 2 else isim_from_bits(_morgan_bits(unique, 2048))
+
+
+def circles(smiles: Sequence[str | None], threshold: float = 0.75) -> int:
+    """#Circles: molecules picked greedily (canonical-SMILES order) among the unique valid ones so that every two
+    picked are more than `threshold` apart in Tanimoto distance (2048-bit Morgan r2); 0 with none valid."""
+    if not 0.0 <= threshold < 1.0:
+        raise ValueError(f"#Circles threshold is a Tanimoto distance in [0, 1), got {threshold}")
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=2048)
+    picked: list = []
+    for canonical in sorted(set(_valid_canonical(smiles))):
+        fingerprint = generator.GetFingerprint(Chem.MolFromSmiles(canonical))
+        if all(1.0 - t > threshold for t in DataStructs.BulkTanimotoSimilarity(fingerprint, picked)):
+            picked.append(fingerprint)
+    return len(picked)
 
 
 def intdiv_tdc(smiles: Sequence[str | None]) -> float | None:
@@ -175,6 +214,8 @@ def molecule_metrics(
         "intdiv_moses": intdiv_moses(smiles, p=1),
         "intdiv2_moses": intdiv_moses(smiles, p=2),
         "intdiv_tdc": intdiv_tdc(smiles),
+        "isim_tanimoto": isim_tanimoto(smiles),
+        "circles": circles(smiles),
         "reward": {
             "mean": float(values.mean()),
             "std": float(values.std()),
