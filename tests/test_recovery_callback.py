@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from divrl.trainers.recovery_callback import EVAL_PREFIX, RecoveryEvalCallback, 
 # Four instances (one occupied cell of a 2x2 grid, height 1 or 2), |H_O| = 2 each; the test split holds two.
 TASK = VoxelTask(grid=2, max_height=2, max_blocks=1)
 NAMES = [f"{EVAL_PREFIX}recovery@1", f"{EVAL_PREFIX}recovery@2", f"{EVAL_PREFIX}recovery@3",
-         f"{EVAL_PREFIX}validity", f"{EVAL_PREFIX}uniqueness", f"{EVAL_PREFIX}runtime"]
+         f"{EVAL_PREFIX}validity", f"{EVAL_PREFIX}uniqueness", f"{EVAL_PREFIX}vendi_valid", f"{EVAL_PREFIX}runtime"]
 
 
 def test_recovery_points() -> None:
@@ -37,6 +38,8 @@ def test_aggregate_records_averages_the_order_free_curve() -> None:
     assert metrics[f"{EVAL_PREFIX}recovery@2"] == pytest.approx((2 / 3 + 0) / 2)
     assert metrics[f"{EVAL_PREFIX}recovery@4"] == pytest.approx(0.5)
     assert metrics[f"{EVAL_PREFIX}validity"] == pytest.approx(3 / 8)
+    assert metrics[f"{EVAL_PREFIX}vendi_valid"] == pytest.approx((math.exp(-(2 / 3) * math.log(2 / 3)
+                                                                          - (1 / 3) * math.log(1 / 3)) + 0) / 2)
     with pytest.raises(ValueError, match="no evaluation records"):
         aggregate_records([], 4)
 
@@ -103,6 +106,7 @@ def test_metrics_land_in_trainer_state_at_the_eval_steps(tiny_qwen3: Path, tmp_p
             assert entry[f"{EVAL_PREFIX}recovery@3"] == pytest.approx((0.5 + 0) / 2)
             assert entry[f"{EVAL_PREFIX}validity"] == pytest.approx(0.5)
             assert entry[f"{EVAL_PREFIX}uniqueness"] == pytest.approx((1 / 3 + 0) / 2)
+            assert entry[f"{EVAL_PREFIX}vendi_valid"] == pytest.approx((1 + 0) / 2)  # one valid answer, nothing
     # Training's own metrics still arrive at every step (the callback must not swallow GRPO's metric buffer).
     assert [entry["step"] for entry in history if "reward" in entry] == [1, 2, 3, 4]
     assert len(callback.history) == 3

@@ -423,6 +423,8 @@ def test_distinct_valid_outcomes_and_unshaped_rewards_are_logged_for_every_metho
                                                                                   tmp_path: Path) -> None:
     from trainer_helpers import ToyTask
 
+    from divrl.core import hashed_ngram_embedding, vendi_score_of_embeddings
+
     # outcome key = first character; "ab" and "ax" share outcome "a"; "zz" scores 0 so it is not valid
     completions = ["ab", "ax", "bb", "zz", "cc", "cc", "cd", "dd"]
     reward = _reward_table({"ab": 1.0, "ax": 1.0, "bb": 2.0, "zz": 0.0, "cc": 1.0, "cd": 1.0, "dd": 4.0})
@@ -433,5 +435,7 @@ def test_distinct_valid_outcomes_and_unshaped_rewards_are_logged_for_every_metho
         assert logged(history, "diversity/distinct_valid") == [(2 + 2) / 2]  # {a, b} and {c, d}
         vendi = [math.exp(-sum(p * math.log(p) for p in freqs)) for freqs in ((2 / 3, 1 / 3), (3 / 4, 1 / 4))]
         assert logged(history, "diversity/vendi_valid") == pytest.approx([sum(vendi) / 2])  # a a b | c c c d
+        by_text = [vendi_score_of_embeddings(hashed_ngram_embedding(completions[g : g + 4])) for g in (0, 4)]
+        assert logged(history, "diversity/vendi_ngram") == pytest.approx([sum(by_text) / 2])
         assert logged(history, "divrl/task_reward") == pytest.approx([11 / 8])  # unshaped, also under IPS
         assert logged(history, "divrl/primary_reward") == pytest.approx([11 / 8])

@@ -46,6 +46,7 @@ from divrl.core import (
     mean_pairwise_cosine_distance,
     per_token_divergence,
     policy_sample_divergence_loss,
+    vendi_score_of_embeddings,
     vendi_score_of_keys,
 )
 from divrl.core.archive import AddStatus
@@ -278,7 +279,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     def _log_collapse_signals(self, inputs: list[dict], completions: list, rewards_per_func: torch.Tensor) -> None:
         """Log every step, for every method (the GRPO baseline too), on unshaped rewards: `diversity/pairwise`
-        (mean in-group pairwise cosine distance of n-gram embeddings), `reward/max` (the batch's best task
+        (mean in-group pairwise cosine distance of n-gram embeddings), `diversity/vendi_ngram` (the Vendi score of
+        those embeddings per group: the effective number of distinct completions), `reward/max` (the batch's best task
         reward), `divrl/task_reward` (its mean), `divrl/primary_reward` (mean of the first reward function:
         validity for HypoSpace) and, when the task has an `outcome_key`, `diversity/distinct_valid` (distinct
         outcomes per group among completions the first reward function scores above 0) and `diversity/vendi_valid`
@@ -287,10 +289,11 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         texts = [completion_text(c) for c in completions]
         all_texts = gather_object(texts)
         groups = [all_texts[i : i + self.num_generations] for i in range(0, len(all_texts), self.num_generations)]
-        diversity = [mean_pairwise_cosine_distance(hashed_ngram_embedding(group)) for group in groups]
+        embeddings = [hashed_ngram_embedding(group) for group in groups]
         task_reward = self._weighted_task_reward(rewards_per_func)
         metrics = self._metrics["train"]
-        metrics["diversity/pairwise"].append(sum(diversity) / len(diversity))
+        metrics["diversity/pairwise"].append(sum(map(mean_pairwise_cosine_distance, embeddings)) / len(groups))
+        metrics["diversity/vendi_ngram"].append(sum(map(vendi_score_of_embeddings, embeddings)) / len(groups))
         if torch.isnan(task_reward).all():
             return
         metrics["reward/max"].append(task_reward[~torch.isnan(task_reward)].max().item())

@@ -9,7 +9,7 @@ tracker (tensorboard, trackio, ...) at that step:
 
 - `divrl/eval/recovery@n`: order-free recovery RR(n) (`divrl.core.estimators`; mean over instances) at every
   power of two n < N and at n = N (= recovery after all N samples);
-- `divrl/eval/validity`, `divrl/eval/uniqueness`: as in `divrl eval recovery`;
+- `divrl/eval/validity`, `divrl/eval/uniqueness`, `divrl/eval/vendi_valid`: as in `divrl eval recovery`;
 - `divrl/eval/runtime`: seconds the evaluation took.
 
 Why a callback and not TRL's evaluation loop (`eval_strategy="steps"`, GRPOTrainer's `prediction_step`):
@@ -48,12 +48,13 @@ def recovery_points(samples: int) -> list[int]:
 
 
 def aggregate_records(records: Sequence[dict[str, Any]], samples: int) -> dict[str, float]:
-    """Mean over instances of the `score_proposals` records: validity, uniqueness and RR(n) at `recovery_points`."""
+    """Mean over instances of the `score_proposals` records: validity, uniqueness, the Vendi score of the valid
+    proposals and RR(n) at `recovery_points`."""
     if not records:
         raise ValueError("no evaluation records to aggregate")
     metrics = {f"{EVAL_PREFIX}recovery@{n}": sum(r["curve_unbiased"][n - 1] for r in records) / len(records)
                for n in recovery_points(samples)}
-    for name in ("validity", "uniqueness"):
+    for name in ("validity", "uniqueness", "vendi_valid"):
         metrics[f"{EVAL_PREFIX}{name}"] = sum(r[name] for r in records) / len(records)
     return metrics
 
