@@ -126,7 +126,9 @@ QUICK = Protocol(methods=("grpo", "ips"), seeds=(0,), steps=6, save_steps=3)
 V1 = Protocol(methods=V1_METHODS)
 # Evidence v2 (issue 13): several prompts per step at a lower learning rate, where GRPO's training validity rises
 # (see BENCHMARKS.md for the sweep that chose it), every method with 3 seeds, held-out recovery during training.
-V2 = Protocol(methods=("grpo", "ips", "qd", "maxent", "fkl", "js", "flowrl", "pop-ips-qd", "count"), seeds=(0, 1, 2),
+# Methods in the order their first seed runs: the diagnosed failure's candidates (IPS, the count bonus, the
+# mass-covering divergences) first.
+V2 = Protocol(methods=("grpo", "ips", "count", "fkl", "js", "qd", "maxent", "flowrl", "pop-ips-qd"), seeds=(0, 1, 2),
               steps=24, learning_rate=5e-5, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4)
 PROTOCOLS = {"v1": V1, "v2": V2, "quick": QUICK}
 
