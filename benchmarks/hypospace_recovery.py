@@ -494,6 +494,37 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
     return data
 
 
+SWEEP_PREFIX = "sweep_grpo_"
+HEADLINE_COLUMNS = ("recovery_at_n_admissible", "recovery_at_n_admissible_minus_grpo",
+                    "recovery_at_n_admissible_minus_base", "validity", "validity_minus_grpo", "validity_minus_base")
+
+
+def sweep_lines(results: Path = RESULTS) -> list[str]:
+    """The GRPO budget sweep behind the v2 protocol, read from its arms' results (`--name sweep_grpo_*`): per arm
+    its learning rate, training validity from the first to the last quarter of steps, and held-out RR@|H_O|,
+    RR@N and modal share against the base model's."""
+    lines = []
+    for path in sorted(results.glob(f"{SWEEP_PREFIX}*.json")):
+        arm = json.loads(path.read_text())
+        grpo, base = arm["methods"].get(METHODS["grpo"], {}), arm["methods"].get(BASE_LABEL, {})
+        if not grpo.get("seeds") or not base.get("seeds"):
+            continue
+        validity = grpo["training"][0]["series"]["validity"]
+        lines.append(
+            f"| {arm['protocol']['learning_rate']:g} | {arm['protocol']['prompts_per_step']} x 8 | "
+            f"{grpo['training'][0]['steps']} | "
+            f"{_window_mean(validity, True):.2f} -> {_window_mean(validity, False):.2f} | "
+            f"{base['recovery_at_n_admissible']['mean']:.3f} -> {grpo['recovery_at_n_admissible']['mean']:.3f} | "
+            f"{base['recovery']['mean']:.3f} -> {grpo['recovery']['mean']:.3f} | "
+            f"{base['modal_share']:.2f} -> {grpo['modal_share']:.2f} | {path.stem} |")
+    if not lines:
+        return []
+    return ["Why this budget: a short sweep of GRPO alone (seed 0) before any other method ran, kept if GRPO's "
+            "training validity rises clearly (the issue's criterion); base model -> GRPO on the held-out split:", "",
+            "| learning rate | prompts x G per step | steps | training validity, first -> last quarter | "
+            "RR@\\|H_O\\| | RR@16 | modal share | results |", "|---|---|---|---|---|---|---|---|", *lines, ""]
+
+
 def markdown(data: dict[str, Any], stem: str) -> str:
     """The BENCHMARKS.md section: recovery table, training signatures, law fits, plots."""
     p = data["protocol"]
@@ -522,6 +553,8 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         f"uniqueness | distinct valid found | modal share | distinct answers, all instances | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    if p.get("prompts_per_step", 1) > 1 and not stem.startswith(SWEEP_PREFIX):
+        lines[-2:-2] = sweep_lines()
     headline = [(label, m) for label, m in data["methods"].items() if "recovery_at_n_admissible" in m]
     if headline:
         lines[-2:-2] = [
@@ -530,12 +563,9 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             "and to the base model:", "",
             "| method | seeds | RR@\\|H_O\\| [95% CI] | - GRPO | - base | validity [95% CI] | validity - GRPO | "
             "validity - base |", "|---|---|---|---|---|---|---|---|",
-            *(f"| {label} | {m['seeds']} | {_fmt_ci(m['recovery_at_n_admissible'])} | "
-              f"{_fmt_ci(m['recovery_at_n_admissible_minus_grpo']) if 'recovery_at_n_admissible_minus_grpo' in m else ''} | "
-              f"{_fmt_ci(m['recovery_at_n_admissible_minus_base']) if 'recovery_at_n_admissible_minus_base' in m else ''} | "
-              f"{_fmt_ci(m['validity'])} | "
-              f"{_fmt_ci(m['validity_minus_grpo']) if 'validity_minus_grpo' in m else ''} | "
-              f"{_fmt_ci(m['validity_minus_base']) if 'validity_minus_base' in m else ''} |" for label, m in headline),
+            *(f"| {label} | {m['seeds']} | "
+              + " | ".join(_fmt_ci(m[key]) if key in m else "" for key in HEADLINE_COLUMNS) + " |"
+              for label, m in headline),
             "", f"All metrics at N = {p['samples']} samples (RR@N):", ""]
     for label, m in data["methods"].items():
         steps = ", ".join(str(t["steps"]) + ("" if t["evaluated"] else " (not evaluated)") for t in m["training"])

@@ -166,7 +166,8 @@ def hypergrid(stored: dict[str, Any] | None = None) -> dict[str, Any]:
         kept = (stored or {}).get("rows", {}).get(label, {})
         for name, method, cfg in (("grpo", "grpo", config("hypergrid")), ("ips", "ips", config("hypergrid")),
                                   ("ips (exact p)", "ips", config("hypergrid", ips_exact=True)),
-                                  ("count", "count", config("hypergrid")), ("ips+count", "ips+count", config("hypergrid")),
+                                  ("count", "count", config("hypergrid")),
+                                  ("ips+count", "ips+count", config("hypergrid")),
                                   ("count, c 2", "count", config("hypergrid", count_coef=2.0)),
                                   ("ips+count, c 2", "ips+count", config("hypergrid", count_coef=2.0))):
             if name in kept:
@@ -447,7 +448,8 @@ def notes(results: dict[str, Any]) -> list[str]:
         f"{np.mean(d3['count']['l1']):.3f}) and {count_range(d3['ips+count']['modes_covered'])} with IPS (L1 "
         f"{np.mean(d3['ips+count']['l1']):.3f}), against group-frequency IPS's "
         f"{count_range(d3['ips']['modes_covered'])} (L1 {np.mean(d3['ips']['l1']):.3f}); with c = 2 it covers "
-        f"{count_range(d3['count, c 2']['modes_covered'])} alone and {count_range(d3['ips+count, c 2']['modes_covered'])} "
+        f"{count_range(d3['count, c 2']['modes_covered'])} alone and "
+        f"{count_range(d3['ips+count, c 2']['modes_covered'])} "
         f"with IPS (L1 {np.mean(d3['ips+count, c 2']['l1']):.3f}). Alone the bonus cannot stop the collapse: over "
         "thousands of steps of one prompt every cell's count grows and the bonus fades (c / sqrt(1 + n) -> 0), leaving "
         "GRPO.",

@@ -31,7 +31,8 @@ def test_malformed_trainer_state_is_refused_by_both_commands(
     state.write_text(content)
     with pytest.raises(ValueError, match=problem):
         load_log_history(run)
-    for argv in (["fit-law", str(run), "--out", str(tmp_path / "law")], ["plot", str(run), "--out", str(tmp_path / "p.png")]):
+    for argv in (["fit-law", str(run), "--out", str(tmp_path / "law")],
+                 ["plot", str(run), "--out", str(tmp_path / "p.png")]):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert str(state) in err and problem in err and "Traceback" not in err

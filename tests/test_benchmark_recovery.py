@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -141,3 +142,20 @@ def test_v2_plan_runs_every_method_and_seed_with_the_sft_model_first() -> None:
     assert bench.plan(protocol) == [("sft", 0), ("grpo", 0), ("count", 0), ("sft", 1), ("grpo", 1), ("count", 1)]
     assert bench.V2.seeds_for("qd") == (0, 1, 2) and bench.V1.seeds_for("qd") == (0,)
     assert "count" in bench.V2.methods and set(bench.V2.methods) <= set(bench.METHODS)
+
+
+def test_sweep_lines_read_each_grpo_arm(tmp_path: Path) -> None:
+    def method(rr_h: float, rr: float, modal: float, validity: list[float] | None = None) -> dict:
+        training = [{"steps": 8, "series": {"validity": validity}}] if validity else []
+        return {"seeds": 1, "recovery_at_n_admissible": {"mean": rr_h}, "recovery": {"mean": rr},
+                "modal_share": modal, "training": training}
+
+    grpo = method(0.1, 0.1, 0.9, [0.2] * 2 + [0.3] * 4 + [0.6] * 2)
+    arm = {"protocol": {"learning_rate": 5e-5, "prompts_per_step": 4},
+           "methods": {"base model": method(0.2, 0.4, 0.4), "GRPO": grpo}}
+    (tmp_path / "sweep_grpo_lr5e-5.json").write_text(json.dumps(arm))
+    (tmp_path / "hypospace_recovery_v2.json").write_text("{}")  # not a sweep arm
+    lines = bench.sweep_lines(tmp_path)
+    assert lines[-2] == ("| 5e-05 | 4 x 8 | 8 | 0.20 -> 0.60 | 0.200 -> 0.100 | 0.400 -> 0.100 | 0.40 -> 0.90 | "
+                         "sweep_grpo_lr5e-5 |")
+    assert bench.sweep_lines(tmp_path / "empty") == []

@@ -30,7 +30,7 @@ def test_non_zero_rows_are_unchanged():
 
 
 def test_vendi_score_is_the_effective_number_of_distinct_items() -> None:
-    from divrl.core import vendi_score, vendi_score_of_embeddings, vendi_score_of_keys
+    from divrl.core import vendi_score, vendi_score_of_keys
 
     assert vendi_score(torch.ones(5, 5)) == pytest.approx(1.0)  # five copies of one item
     assert vendi_score(torch.eye(3)) == pytest.approx(3.0)  # three unrelated items

@@ -76,7 +76,8 @@ def test_bad_recipe_values_are_one_line_naming_field_and_file(
 
 def test_output_dir_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], no_model_load: None) -> None:
     (tmp_path / "taken").write_text("a file")
-    for output_dir, problem in [(tmp_path / "taken", "is an existing file"), (tmp_path / "taken" / "run", "lies under")]:
+    for output_dir, problem in [(tmp_path / "taken", "is an existing file"),
+                                (tmp_path / "taken" / "run", "lies under")]:
         recipe = _recipe(tmp_path, "hypospace-voxel/ips.yaml", output_dir=str(output_dir))
         line = _one_line_error(capsys, str(recipe))
         assert f"recipe {recipe}: output_dir " in line and problem in line

@@ -348,7 +348,8 @@ def test_policy_sample_divergence_matches_direct_computation(kind: str, tiny_qwe
     # Its gradient is the score-function one, (f - rho f') d log pi per token, not the pathwise gradient of f.
     trainer.args.divergence_coef = 0.3
     lora = [p for n, p in trainer.model.named_parameters() if "lora_" in n]
-    term = trainer.compute_loss(trainer.model, inputs) - super(DivRLTrainer, trainer)._compute_loss(trainer.model, inputs)
+    grpo_loss = super(DivRLTrainer, trainer)._compute_loss(trainer.model, inputs)
+    term = trainer.compute_loss(trainer.model, inputs) - grpo_loss
     got = torch.autograd.grad(term, lora)
     logits = trainer.model(input_ids=input_ids, attention_mask=attention).logits.float()[:, -width - 1 : -1]
     policy = torch.log_softmax(logits, dim=-1).gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)

@@ -218,4 +218,5 @@ def check_task_settings(task: Any, script_args: Any, training_args: Any, origin:
             _fail(origin, named, f"{getattr(script_args, named)!r} does not fit task {script_args.task!r}: {error}")
         settings = ", ".join(f"{n}={getattr(script_args, n)!r}" for n in names)
         where = f"recipe {origin.path}: " if origin.path else ""
-        raise ValueError(f"{where}the dataset settings {settings} do not fit task {script_args.task!r}: {error}") from None
+        raise ValueError(f"{where}the dataset settings {settings} do not fit task {script_args.task!r}: "
+                         f"{error}") from None

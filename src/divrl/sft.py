@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Fine-tune, save the adapter in OUTPUT_DIR (and trainer_state.json), and the merged model in OUTPUT_DIR/merged."""
     script, sft_args, model_args = parse_recipe(sys.argv[1:] if argv is None else argv)
     if not model_args.use_peft:
-        raise ValueError("divrl sft trains a LoRA adapter: set use_peft true (the merged checkpoint is written from it)")
+        raise ValueError("divrl sft trains a LoRA adapter: set use_peft true (the merged checkpoint comes from it)")
     trainer = build_trainer(script, sft_args, model_args)
     trainer.train(resume_from_checkpoint=sft_args.resume_from_checkpoint)
     trainer.save_model(sft_args.output_dir)

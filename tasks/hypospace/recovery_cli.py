@@ -1,8 +1,8 @@
 """`divrl eval recovery`: recovery-rate curves of one or more models (or checkpoints) on a HypoSpace split.
 
 Writes `DIR/recovery.json` (per-instance prefix and order-free curves, RR@|H_O|, RR@N, validity, uniqueness,
-Vendi score of the valid proposals, pass@k of validity, macro-averages with 95% bootstrap intervals) and `DIR/recovery.png` (one colour per model /
-checkpoint). Heavy imports live in the handler.
+Vendi score of the valid proposals, pass@k of validity, macro-averages with 95% bootstrap intervals) and
+`DIR/recovery.png` (one colour per model / checkpoint). Heavy imports live in the handler.
 """
 
 from __future__ import annotations
@@ -198,7 +198,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
         rr = r["recovery"]
         print(
             f"{r['label'][-40:]:40s} {r['validity']['mean']:9.3f} {r['uniqueness']['mean']:10.3f} "
-            f"{r['vendi_valid']['mean']:6.2f} {_cell(r['pass_at_n'], 7)} {_cell(r['recovery_at_n_admissible'], 9)} {rr['mean']:7.3f}  "
+            f"{r['vendi_valid']['mean']:6.2f} {_cell(r['pass_at_n'], 7)} {_cell(r['recovery_at_n_admissible'], 9)} "
+            f"{rr['mean']:7.3f}  "
             f"[{rr['ci_low']:.3f}, {rr['ci_high']:.3f}]"
         )
     print("RR@|H_O|: order-free estimate after |H_O| samples; RR@N: after all N samples; pass@N: at least one valid "

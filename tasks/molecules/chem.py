@@ -21,10 +21,10 @@ this order that parses and contains carbon is the answer.
 Where the prompt itself asks for the answer (`answer_smiles`: a plain-text prompt ending in "SMILES:", as
 the base few-shot prompts do) only the first token of the completion's first line is read
 (`extract_smiles(..., first_line=True)`): the completion continues the label, and a base model writing
-prose there (" An = C(O) - C(N) or ...") has not answered, whatever fragments its prose contains. Time is bounded and linear in the text's
-length: tokens whose letters are not SMILES atoms (ordinary prose words) are rejected without RDKit, a
-labelled token is read at most `MAX_SMILES_CHARS` + 9 characters far (a longer one is not a SMILES, so
-`SMILES:SMILES:...` costs no more per label than a short answer), and at most `MAX_CANDIDATES` distinct
+prose there (" An = C(O) - C(N) or ...") has not answered, whatever fragments its prose contains. Time is
+bounded and linear in the text's length: tokens whose letters are not SMILES atoms (ordinary prose words) are
+rejected without RDKit, a labelled token is read at most `MAX_SMILES_CHARS` + 9 characters far (a longer one is
+not a SMILES, so `SMILES:SMILES:...` costs no more per label than a short answer), and at most `MAX_CANDIDATES` distinct
 strings are handed to RDKit per completion.
 
 Extraction is memoised by completion text (an LRU of `EXTRACTION_CACHE_SIZE` texts): the reward, the
@@ -56,7 +56,7 @@ _STRUCTURAL = re.compile(r"[0-9@+\-\[\]()=#$%/\\<>]")
 _TOKEN_UNIT = r"(?:->|<-|[^\s,;`\"'|{}<>])"
 _TOKEN = re.compile(_TOKEN_UNIT + "+")
 # The token after a label, read at most one character past the longest useful token (linear time: see above).
-_BOUNDED_TOKEN = re.compile(_TOKEN_UNIT + "{1,%d}" % (_MAX_TOKEN_CHARS + 1))
+_BOUNDED_TOKEN = re.compile(_TOKEN_UNIT + f"{{1,{_MAX_TOKEN_CHARS + 1}}}")
 _FENCE = re.compile(r"```(.*?)```", re.S)
 _LABEL = re.compile(r"\bSMILES\b[*_ ]*(?:string[*_ ]*)?[:=][*_]*", re.I)
 _LABEL_PREFIX = re.compile(r"^[A-Za-z_]+:")

@@ -2,8 +2,9 @@
 
 Reward: the cached cheap MPO of the molecule each completion gives where its prompt asks for it
 (`chem.answer_smiles`: after a base prompt ending in "SMILES:", the first token of the first line), optionally
-through a scaffold diversity filter; molecules failing the chemistry sanity gate score 0 (`sanity`). IPS outcome key: the canonical SMILES. QD behaviour: molecular weight and Crippen
-logP, each mapped linearly onto [0, 1] from a configurable range (values outside are clipped).
+through a scaffold diversity filter; molecules failing the chemistry sanity gate score 0 (`sanity`). IPS outcome
+key: the canonical SMILES. QD behaviour: molecular weight and Crippen logP, each mapped linearly onto [0, 1] from a
+configurable range (values outside are clipped).
 """
 
 from __future__ import annotations

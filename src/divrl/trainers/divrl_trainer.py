@@ -235,7 +235,12 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         """The initial policy as a frozen reference, prepared the way TRL prepares its own: loaded from its path
         when the trainer was given one, else a copy of the model object passed in (its weights may differ from
         any path, e.g. after earlier training in the same script)."""
-        from trl.trainer.utils import add_fused_lm_head, create_model_from_path, disable_dropout_in_model, get_config_model_id
+        from trl.trainer.utils import (
+            add_fused_lm_head,
+            create_model_from_path,
+            disable_dropout_in_model,
+            get_config_model_id,
+        )
 
         if self.is_deepspeed_enabled or self.is_fsdp_enabled:
             raise ValueError("DivRLConfig.divergence without PEFT under DeepSpeed/FSDP: use peft_config (the reference "
