@@ -155,7 +155,12 @@ def test_sweep_lines_read_each_grpo_arm(tmp_path: Path) -> None:
            "methods": {"base model": method(0.2, 0.4, 0.4), "GRPO": grpo}}
     (tmp_path / "sweep_grpo_lr5e-5.json").write_text(json.dumps(arm))
     (tmp_path / "hypospace_recovery_v2.json").write_text("{}")  # not a sweep arm
+    flat = {**arm, "protocol": {"learning_rate": 2e-5, "prompts_per_step": 4},
+            "methods": {**arm["methods"], "GRPO": method(0.1, 0.1, 0.9, [0.3] * 8)}}
+    (tmp_path / "sweep_grpo_lr2e-5.json").write_text(json.dumps(flat))  # lower, but GRPO does not learn
     lines = bench.sweep_lines(tmp_path)
-    assert lines[-2] == ("| 5e-05 | 4 x 8 | 8 | 0.20 -> 0.60 | 0.200 -> 0.100 | 0.400 -> 0.100 | 0.40 -> 0.90 | "
-                         "sweep_grpo_lr5e-5 |")
+    assert lines[-3:-1] == [
+        "| 2e-05 | 4 x 8 | 8 | 0.30 -> 0.30 | 0.200 -> 0.100 | 0.400 -> 0.100 | 0.40 -> 0.90 | sweep_grpo_lr2e-5 |",
+        "| 5e-05 (kept) | 4 x 8 | 8 | 0.20 -> 0.60 | 0.200 -> 0.100 | 0.400 -> 0.100 | 0.40 -> 0.90 | "
+        "sweep_grpo_lr5e-5 |"]
     assert bench.sweep_lines(tmp_path / "empty") == []
