@@ -34,6 +34,10 @@ METHODS: dict[str, dict[str, Any]] = {
     "pop-ips-qd": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10,
                    "ips": True, "qd": True},
     "count": {"count_bonus_coef": 0.5},  # historical outcome-count UCB (Song, Kempe & Munos 2025); c: divrl choice
+    # TRL's own levers, as baselines beside divrl's methods: DAPO's clip-higher (epsilon_high 0.28) and "Beyond the
+    # 80/20 Rule"'s policy loss on the top 20% highest-entropy tokens.
+    "clip-higher": {"epsilon_high": 0.28},
+    "top-entropy": {"top_entropy_quantile": 0.2},
     "flowrl": {"flowrl": True},  # baseline of seed 001's comparisons (Zhu et al. 2025 defaults: beta 15, clip 0.2)
 }
 
