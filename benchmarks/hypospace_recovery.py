@@ -591,7 +591,7 @@ def markdown(data: dict[str, Any], stem: str) -> str:
               "| method | " + " | ".join(name.replace("group", "group (of 8)") for name in SIGNALS) + " |",
               "|---|" + "---|" * len(SIGNALS)]
     for label, m in data["methods"].items():
-        if not m["training"]:
+        if not any(t["steps"] for t in m["training"]):  # nothing logged yet (a run that has just started)
             continue
         cells = []
         for name in SIGNALS:
