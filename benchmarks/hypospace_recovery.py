@@ -534,7 +534,8 @@ def sweep_lines(results: Path = RESULTS) -> list[str]:
 def markdown(data: dict[str, Any], stem: str) -> str:
     """The BENCHMARKS.md section: recovery table, training signatures, law fits, plots."""
     p = data["protocol"]
-    status = "complete" if data["complete"] else "PARTIAL (the run is still advancing; step counts below)"
+    status = ("complete" if data["complete"] else "PARTIAL (step counts below; rerun the same command with --resume, "
+              "`make bench-evidence` for v2, to continue from the finished units)")
     lines = [
         f"## Real-model recovery on HypoSpace: {stem} (benchmarks/hypospace_recovery.py)",
         "",
