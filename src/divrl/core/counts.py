@@ -53,7 +53,8 @@ class OutcomeCounts:
         return len(self.counts)
 
     def state_dict(self) -> dict[str, Any]:
-        """Configuration and counts as plain lists (torch.save-able, loads with weights_only=True)."""
+        """Configuration and counts as [context, outcome key, count] lists (torch.save-able, loads with
+        weights_only=True; tuple keys stay tuples)."""
         return {"coef": self.coef, "scope": self.scope,
                 "counts": [[context, key, count] for (context, key), count in self.counts.items()]}
 
@@ -64,11 +65,7 @@ class OutcomeCounts:
         for entry in state["counts"]:
             if len(entry) != 3 or not isinstance(entry[2], int) or entry[2] < 1:
                 raise ValueError(f"OutcomeCounts entries must be [context, outcome key, count >= 1], got {entry!r}")
-            counts[(_hashable(entry[0]), _hashable(entry[1]))] = entry[2]
+            counts[(entry[0], entry[1])] = entry[2]
         self._configure(float(state["coef"]), str(state["scope"]))
         self.counts = counts
 
-
-def _hashable(value: Any) -> Hashable:
-    """Lists that were tuples before saving become tuples again (serialisers may turn tuples into lists)."""
-    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value

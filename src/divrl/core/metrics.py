@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
 
@@ -36,7 +37,7 @@ def distinct_outcomes(keys: Sequence[Hashable | None]) -> int:
 def _effective_number(weights: torch.Tensor) -> float:
     """exp of the Shannon entropy of non-negative `weights` normalised to sum 1 (negative round-off clamped)."""
     weights = weights.double().clamp(min=0.0)
-    return float(torch.exp(torch.tensor(outcome_entropy(weights / weights.sum()))))
+    return math.exp(outcome_entropy(weights / weights.sum()))
 
 
 def vendi_score(similarity: torch.Tensor) -> float:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from divrl.core import (
+    COUNT_SCOPES,
     FLOWRL_BETA,
     AdaptiveEntropyCoefficient,
     GridArchive,
@@ -45,7 +46,6 @@ from divrl.core import (
     selection_scores,
     trajectory_balance_loss,
 )
-from divrl.core.counts import COUNT_SCOPES
 from divrl.core.ips import distinct_outcomes_per_group
 from divrl.toy.cli import TRAIN_OPTIONS
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
