@@ -19,25 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from divrl.task import build_task
+from divrl.train import TaskArguments, load_recipe_file, register_recipe_command, task_args_with_overrides
 
 MERGED_SUBDIR = "merged"
 
 
 @dataclass
-class SFTScriptArguments:
+class SFTScriptArguments(TaskArguments):
     """What to warm-start on: a HypoSpace task, its split and prompts, and how many answers per instance."""
 
-    task: str = field(default="hypospace-voxel", metadata={"help": "HypoSpace task name (hypospace-voxel, ...)."})
-    task_args: dict = field(default_factory=dict, metadata={"help": "Task constructor parameters (YAML mapping)."})
-    task_arg: list[str] = field(default_factory=list, metadata={
-        "help": "Command-line overrides of task_args as KEY=VALUE (repeatable; VALUE parsed as YAML)."})
     prompt_style: str = field(default="base", metadata={
         "help": "'base' (plain text; the completion continues the answer label and ends with the END line) or "
                 "'chat'. RL after SFT must use the same style and n_exemplars."})
     n_exemplars: int = field(default=0, metadata={
         "help": "Worked examples in base prompts (0: rules and observations only, the short zero-shot prompt)."})
-    split_seed: int = field(default=0, metadata={"help": "Seed of the train/test split (same as RL's)."})
-    instance_limit: int | None = field(default=None, metadata={"help": "Instances kept before the split."})
     hypotheses_per_instance: int = field(default=4, metadata={
         "help": "Admissible hypotheses per training instance, drawn uniformly without replacement (one row each)."})
     sample_seed: int = field(default=0, metadata={"help": "Seed of the hypothesis draw."})
@@ -64,7 +59,6 @@ def parse_recipe(argv: Sequence[str]) -> tuple[SFTScriptArguments, Any, Any]:
     from trl import ModelConfig, SFTConfig, TrlParser
 
     from divrl.recipe_checks import RecipeOrigin, check_recipe_types
-    from divrl.train import load_recipe_file
 
     args = list(argv)
     config_path = args[args.index("--config") + 1] if "--config" in args[:-1] else None
@@ -82,7 +76,6 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
     from trl import SFTTrainer
 
     from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
-    from divrl.train import task_args_with_overrides
 
     task = build_task(script.task, **task_args_with_overrides(script))
     dataset = task.sft_dataset(split="train", style=script.prompt_style, seed=script.split_seed,
@@ -132,8 +125,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `divrl sft RECIPE.yaml [--field value ...]`."""
-    from divrl.train import register_recipe_command
-
     register_recipe_command(subparsers, "sft", main,
                             "Supervised warm start on a HypoSpace train split (TRL SFTTrainer, LoRA), merged for RL.",
                             "recipes/sft/hypospace-voxel.yaml --max_steps 50")

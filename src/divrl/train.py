@@ -32,21 +32,27 @@ DRY_RUN_OVERRIDES = ("--use_cpu", "true", "--bf16", "false", "--fp16", "false", 
 
 
 @dataclass
-class TrainScriptArguments:
-    """What to train on: the task, its parameters and how its prompts are built."""
+class TaskArguments:
+    """The task, its parameters and its deterministic train/test split (shared by `divrl train` and `divrl sft`)."""
 
     task: str = field(default="hypospace-voxel", metadata={"help": f"Task name, one of: {', '.join(task_names())}."})
     task_args: dict = field(default_factory=dict, metadata={
         "help": "Task constructor parameters as a YAML mapping, e.g. {grid: 3, max_height: 3, max_blocks: 3}."})
     task_arg: list[str] = field(default_factory=list, metadata={
         "help": "Command-line overrides of task_args as KEY=VALUE (repeatable; VALUE parsed as YAML)."})
+    split_seed: int = field(default=0, metadata={"help": "Seed of the deterministic train/test split."})
+    instance_limit: int | None = field(default=None, metadata={
+        "help": "Instances kept before the train/test split (the IPS paper: 100, split 50/50); prompts for molecules."})
+
+
+@dataclass
+class TrainScriptArguments(TaskArguments):
+    """What to train on: the task, its parameters and how its prompts are built."""
+
     prompt_style: str = field(default="auto", metadata={
         "help": "'chat' (instruct models), 'base' (few-shot plain text) or 'auto' (chat iff the tokenizer has a "
                 "chat template)."})
     split: str = field(default="train", metadata={"help": "Dataset split to train on (the test split is held out)."})
-    split_seed: int = field(default=0, metadata={"help": "Seed of the deterministic train/test split."})
-    instance_limit: int | None = field(default=None, metadata={
-        "help": "Instances kept before the train/test split (the IPS paper: 100, split 50/50); prompts for molecules."})
     n_exemplars: int = field(default=3, metadata={"help": "Few-shot examples in 'base' prompts."})
     quantize: str = field(default="auto", metadata={
         "help": "'auto' (4-bit NF4 on CUDA, unquantized on CPU), '4bit' or 'none'. Overrides ModelConfig's "
@@ -68,7 +74,7 @@ class TrainScriptArguments:
                 "checkpoints); resume_from_checkpoint is ignored."})
 
 
-def task_args_with_overrides(script_args: TrainScriptArguments) -> dict[str, Any]:
+def task_args_with_overrides(script_args: TaskArguments) -> dict[str, Any]:
     """task_args merged with the KEY=VALUE overrides (values parsed as YAML scalars)."""
     import yaml
 
