@@ -371,6 +371,16 @@ class HypoSpaceTask(ABC):
 
         return build
 
+    def _prompted_split(
+        self, split: str, style: PromptStyle, seed: int, test_fraction: float, limit: int | None, n_exemplars: int
+    ) -> list[tuple[Instance, Prompt]]:
+        """The instances of `split` with their prompts; ValueError when the split is empty."""
+        instances = self.split(split, seed, test_fraction, limit)
+        if not instances:
+            raise ValueError(f"split {split!r} of {self.name} {self.params} is empty")
+        build = self.prompts_for(style, seed, test_fraction, limit, n_exemplars)
+        return [(instance, build(instance)) for instance in instances]
+
     def train_dataset(
         self,
         split: str = "train",
@@ -383,19 +393,15 @@ class HypoSpaceTask(ABC):
         """A TRL-ready `datasets.Dataset`: `prompt` plus the `id`, `observations`, `hypotheses` columns."""
         from datasets import Dataset
 
-        instances = self.split(split, seed, test_fraction, limit)
-        if not instances:
-            raise ValueError(f"split {split!r} of {self.name} {self.params} is empty")
-        build = self.prompts_for(style, seed, test_fraction, limit, n_exemplars)
         return Dataset.from_list(
             [
                 {
-                    "prompt": build(inst),
+                    "prompt": prompt,
                     "id": inst.id,
                     "observations": list(inst.observations),
                     "hypotheses": list(inst.hypotheses),
                 }
-                for inst in instances
+                for inst, prompt in self._prompted_split(split, style, seed, test_fraction, limit, n_exemplars)
             ]
         )
 
@@ -419,14 +425,9 @@ class HypoSpaceTask(ABC):
 
         if per_instance < 1:
             raise ValueError(f"per_instance must be >= 1 (admissible hypotheses per instance), got {per_instance}")
-        instances = self.split(split, seed, test_fraction, limit)
-        if not instances:
-            raise ValueError(f"split {split!r} of {self.name} {self.params} is empty")
-        build = self.prompts_for(style, seed, test_fraction, limit, n_exemplars)
         rng = random.Random(f"{sample_seed}-sft")
         rows = []
-        for instance in instances:
-            prompt = build(instance)
+        for instance, prompt in self._prompted_split(split, style, seed, test_fraction, limit, n_exemplars):
             for hypothesis in rng.sample(instance.hypotheses, min(per_instance, len(instance.hypotheses))):
                 answer = self.render_answer(hypothesis)
                 if style == "base":
