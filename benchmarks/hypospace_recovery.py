@@ -225,17 +225,18 @@ def evaluate(protocol: Protocol, label: str, model: str, state: Path) -> dict[st
 
 
 def plan(protocol: Protocol) -> list[tuple[str, int]]:
-    """(method, seed) in the order that makes partial results most useful: the GRPO/IPS comparison first; with
-    `all_seeds`, every method's first seed, then the next seed of every method (the SFT model of a seed before
-    its RL runs: ("sft", seed))."""
-    if protocol.all_seeds:
-        sft = [("sft", seed) for seed in protocol.seeds] if protocol.sft else []
-        return [unit for i, seed in enumerate(protocol.seeds)
-                for unit in (sft[i:i + 1] + [(m, seed) for m in protocol.methods])]
-    first = [(m, protocol.seeds[0]) for m in protocol.methods if m in MULTI_SEED]
-    more = [(m, s) for s in protocol.seeds[1:] for m in protocol.methods if m in MULTI_SEED]
-    rest = [(m, protocol.seeds[0]) for m in protocol.methods if m not in MULTI_SEED]
-    return first + more + rest
+    """(method, seed) in the order that makes partial results most useful: every seed of the GRPO/IPS
+    comparison first, then the other methods (with `all_seeds`, seed by seed); the SFT model of a seed comes
+    before that seed's first RL run: ("sft", seed)."""
+    head = [(m, s) for s in protocol.seeds for m in protocol.methods if m in MULTI_SEED]
+    tail = [(m, s) for s in (protocol.seeds if protocol.all_seeds else protocol.seeds[:1])
+            for m in protocol.methods if m not in MULTI_SEED]
+    units: list[tuple[str, int]] = []
+    for method, seed in head + tail:
+        if protocol.sft and ("sft", seed) not in units:
+            units.append(("sft", seed))
+        units.append((method, seed))
+    return units
 
 
 # ---------------------------------------------------------------------------------------------------------

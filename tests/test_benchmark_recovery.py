@@ -138,8 +138,9 @@ def test_rr_at_h_o_and_differences_to_the_base_model_are_paired() -> None:
 
 
 def test_v2_plan_runs_every_method_and_seed_with_the_sft_model_first() -> None:
-    protocol = bench.Protocol(methods=("grpo", "count"), seeds=(0, 1), all_seeds=True, sft=True)
-    assert bench.plan(protocol) == [("sft", 0), ("grpo", 0), ("count", 0), ("sft", 1), ("grpo", 1), ("count", 1)]
+    protocol = bench.Protocol(methods=("grpo", "count", "ips"), seeds=(0, 1), all_seeds=True, sft=True)
+    assert bench.plan(protocol) == [("sft", 0), ("grpo", 0), ("ips", 0), ("sft", 1), ("grpo", 1), ("ips", 1),
+                                    ("count", 0), ("count", 1)]
     assert bench.V2.seeds_for("qd") == (0, 1, 2) and bench.V1.seeds_for("qd") == (0,)
     assert "count" in bench.V2.methods and set(bench.V2.methods) <= set(bench.METHODS)
 
