@@ -25,6 +25,7 @@ from divrl.core.metrics import (
     vendi_score_of_keys,
 )
 from divrl.core.novelty import NoveltyMemory, hashed_ngram_embedding
+from divrl.core.passk import passk_advantages
 from divrl.core.population import (
     average_state_dicts,
     lora_soup_delta,
@@ -33,6 +34,7 @@ from divrl.core.population import (
     select_top,
     selection_scores,
 )
+from divrl.core.unlikeliness import unlikeliness_factors
 
 __all__ = [
     "COUNT_SCOPES",
@@ -63,6 +65,7 @@ __all__ = [
     "lora_soup_delta",
     "mean_pairwise_cosine_distance",
     "outcome_entropy",
+    "passk_advantages",
     "per_token_divergence",
     "policy_sample_divergence_loss",
     "perturb_relative_",
@@ -70,6 +73,7 @@ __all__ = [
     "select_top",
     "selection_scores",
     "trajectory_balance_loss",
+    "unlikeliness_factors",
     "vendi_score",
     "vendi_score_of_embeddings",
     "vendi_score_of_keys",
