@@ -35,6 +35,11 @@ from trainer_helpers import ToyTask, distinct_chars_reward, lora_config, make_co
         ({"divergence": "js", "divergence_estimator": "rehearsal"}, "divergence_rehearsal_path"),
         ({"qd": True, "multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
         ({"novelty_coef": 0.1, "multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
+        ({"unlikeliness_beta": 1.5}, "unlikeliness_beta"),
+        ({"passk": 1}, "passk"),
+        ({"passk": 5}, "passk"),  # > num_generations (4)
+        ({"passk": 2, "length_bins": 2}, "passk"),
+        ({"passk": 2, "scale_rewards": "batch"}, "passk"),
     ],
 )
 def test_bad_config_names_the_field(overrides: dict[str, Any], field: str, tmp_path: Path) -> None:
@@ -99,6 +104,13 @@ def test_presets_switch_their_method_on(tiny_qwen3: Path, tmp_path: Path) -> Non
                                        train_dataset=prompt_dataset(), processing_class=tokenizer,
                                        peft_config=lora_config())
     assert divergence.args.divergence == "forward_kl"  # a configured value wins over the preset
+    from divrl import PassAtKGRPOTrainer, UnlikelinessGRPOTrainer
+
+    for trainer_class, field, value in ((UnlikelinessGRPOTrainer, "unlikeliness_beta", 0.25),
+                                        (PassAtKGRPOTrainer, "passk", 4)):
+        trainer = trainer_class(str(tiny_qwen3), distinct_chars_reward, args=make_config(tmp_path),
+                                train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+        assert getattr(trainer.args, field) == value
 
 
 def test_explicit_values_win_over_presets_even_when_equal_to_the_default(tiny_qwen3: Path, tmp_path: Path) -> None:

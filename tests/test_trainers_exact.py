@@ -440,3 +440,51 @@ def test_distinct_valid_outcomes_and_unshaped_rewards_are_logged_for_every_metho
         assert logged(history, "diversity/vendi_ngram") == pytest.approx([sum(by_text) / 2])
         assert logged(history, "divrl/task_reward") == pytest.approx([11 / 8])  # unshaped, also under IPS
         assert logged(history, "divrl/primary_reward") == pytest.approx([11 / 8])
+
+
+def test_unlikeliness_scales_rewards_by_likelihood_rank(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # "Rewarding the Unlikely": r * (1 - beta * rank / G), rank by mean per-token log-prob (0 = least likely).
+    from transformers import AutoModelForCausalLM
+
+    completions = ["aa", "hey", "zq", "the"]
+    reward = _reward_table(dict.fromkeys(completions, 1.0))
+    seen: list[str] = []
+
+    def script(prompt: str, row: int) -> str:
+        seen.append(prompt)
+        return completions[row]
+
+    from divrl import DivRLTrainer
+    from divrl.testing import scripted_generation
+
+    tokenizer = _tokenizer(tiny_qwen3)
+    recorder = _RecordRewards()
+    trainer = DivRLTrainer(str(tiny_qwen3), reward, args=make_config(tmp_path, max_steps=1, unlikeliness_beta=0.5),
+                           train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config(),
+                           callbacks=[recorder.callback])
+    recorder.trainer = trainer
+    with scripted_generation(tokenizer, script):
+        trainer.train()
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3)
+    prompt_ids = tokenizer(seen[0], add_special_tokens=False)["input_ids"]
+    means = []
+    for text in completions:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        input_ids = torch.tensor([prompt_ids + ids])
+        means.append(completion_logps(base, input_ids, torch.ones_like(input_ids), len(ids)).mean().item())
+    ranks = torch.tensor(means).argsort().argsort()
+    expected = (1 - 0.5 * ranks / 4).tolist()
+    assert sorted(expected) == [0.625, 0.75, 0.875, 1.0]
+    assert recorder.steps[0]["table_reward"] == pytest.approx(expected)
+
+
+def test_passk_replaces_advantages_by_best_of_k_advantages(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl.core import passk_advantages
+
+    completions = ["aa", "bb", "cc", "dd", "aa", "aa", "aa", "bb"]
+    reward = _reward_table({"aa": 0.0, "bb": 1.0, "cc": 0.5, "dd": 2.0})
+    _, steps = _train_scripted(tiny_qwen3, tmp_path, [completions], reward, passk=2)
+    rewards = torch.tensor([0.0, 1.0, 0.5, 2.0, 0.0, 0.0, 0.0, 1.0])
+    assert steps[0]["advantages"] == pytest.approx(passk_advantages(rewards, 4, 2).tolist(), abs=1e-5)
+    # the second group: only "bb" reaches 1; the zeros still gain through the pairs they share with it
+    assert steps[0]["advantages"][7] > 0 and steps[0]["advantages"][4] < 0

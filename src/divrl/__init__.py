@@ -22,6 +22,8 @@ _LAZY_EXPORTS: dict[str, str] = {
     "PopulationGRPOTrainer": "divrl.trainers.presets",
     "FlowRLTrainer": "divrl.trainers.presets",
     "CountBonusGRPOTrainer": "divrl.trainers.presets",
+    "UnlikelinessGRPOTrainer": "divrl.trainers.presets",
+    "PassAtKGRPOTrainer": "divrl.trainers.presets",
     "sample_reference": "divrl.trainers.rehearsal",
 }
 

@@ -57,6 +57,21 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "'prompt': count each (prompt, outcome) (the paper's n(x, a)); 'global': count outcomes over all prompts, "
         "so one answer written for every observation is penalised (divrl option). Default 'prompt'."))
 
+    # --- Unlikeliness reward ("Rewarding the Unlikely", He, Fried & Welleck 2025) ---
+    unlikeliness_beta: float = field(default=Unset(0.0), metadata=_help(
+        "beta_rank of the unlikeliness reward: the task rewards of a group's samples are multiplied by "
+        "1 - beta * rank / G, rank = position by mean per-token log-prob under the sampling policy (0 = least "
+        "likely), so a likely correct sample earns less than an unlikely one. Log-probs come from vLLM's sampling "
+        "log-probs when present, else one no-grad forward over the completions. The paper's release uses 0.25. "
+        "Default 0.0 (off)."))
+
+    # --- Pass@k objective (Pass@k Training, Chen et al. 2025) ---
+    passk: int = field(default=Unset(0), metadata=_help(
+        "k of the pass@k (best-of-k) objective: advantages become the mean advantage of the k-subsets of the group "
+        "holding each sample, a subset scored by its best reward and normalised over the subsets (Pass@k Training's "
+        "analytical derivation, exact for any reward: `divrl.core.passk_advantages`). Replaces TRL's group "
+        "normalisation; `scale_rewards='none'` only centres. 0 = off; 2 <= k <= num_generations. Default 0."))
+
     # --- QD (seed 000, Sec. 4.1): MAP-Elites archive bonuses ---
     qd: bool = field(default=Unset(False), metadata=_help(
         "Quality-diversity archive bonuses (seed 000, Eq. 3); needs a task with a `behavior` hook. Default False."))
@@ -175,6 +190,17 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         _check_choice("count_bonus_scope", self.count_bonus_scope, COUNT_SCOPES)
         _check(math.isfinite(self.count_bonus_coef) and self.count_bonus_coef >= 0, "count_bonus_coef",
                f"must be a finite number >= 0 (0 = off), got {self.count_bonus_coef}")
+        _check(0 <= self.unlikeliness_beta <= 1, "unlikeliness_beta",
+               f"must be in [0, 1] (0 = off; the factor 1 - beta * rank / G stays >= 0), got {self.unlikeliness_beta}")
+        _check(self.passk == 0 or 2 <= self.passk <= self.num_generations, "passk",
+               f"must be 0 (off) or between 2 and num_generations ({self.num_generations}), got {self.passk}")
+        if self.passk_enabled:
+            _check(not self.length_bins_enabled, "passk", "and length_bins both replace the advantages; choose one")
+            _check(self.scale_rewards in ("group", "none"), "passk",
+                   f"normalises by the std of each group's subset maxima: use scale_rewards 'group' or 'none', "
+                   f"got {self.scale_rewards!r}")
+            _check(self.multi_objective_aggregation == "sum_then_normalize", "passk",
+                   "needs multi_objective_aggregation='sum_then_normalize' (subsets are scored by the summed reward)")
         _check(self.qd_dims is None or (len(self.qd_dims) > 0 and all(int(d) >= 1 for d in self.qd_dims)),
                "qd_dims", f"must list >= 1 cells per dimension, got {self.qd_dims}")
         _check(self.qd_ranges is None or all(low < high for low, high in self.qd_ranges),
@@ -229,6 +255,16 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     def count_bonus_enabled(self) -> bool:
         """Whether the cross-step outcome-count bonus is added to rewards."""
         return self.count_bonus_coef > 0
+
+    @property
+    def unlikeliness_enabled(self) -> bool:
+        """Whether rewards are scaled by the unlikeliness rank factor."""
+        return self.unlikeliness_beta > 0
+
+    @property
+    def passk_enabled(self) -> bool:
+        """Whether advantages are pass@k (best-of-k) advantages."""
+        return self.passk >= 2
 
     @property
     def length_bins_enabled(self) -> bool:

@@ -4,8 +4,10 @@ Where each method hooks into TRL (trl 1.16):
 - IPS scaling, archive and novelty bonuses: `_calculate_rewards`, on the GLOBAL (gathered) batch in group
   order, before TRL normalises and shuffles. Bonuses go into an extra reward column `divrl_bonus`
   (weight 1), the way TRL adds environment rewards, so TRL logs them and aggregates them exactly.
-- Length-conditional advantages: `_generate_and_score_completions`, recomputed on the global batch and
-  sliced back to this process exactly as TRL slices advantages.
+- Unlikeliness reward: `_calculate_rewards` with IPS, from the sequences `_generate` returned (their mean
+  log-probs: vLLM's sampling log-probs or one no-grad forward).
+- Length-conditional and pass@k advantages: `_generate_and_score_completions`, recomputed on the global batch
+  and sliced back to this process exactly as TRL slices advantages.
 - Entropy: seed 000's dual-descent coefficient (`divrl.core.AdaptiveEntropyCoefficient`) sets TRL's own
   `entropy_coef` before every loss; TRL's entropy bonus does the rest. The controller measures the entropy of
   the tokens the bonus acts on (TRL's top-entropy tokens when `top_entropy_quantile` < 1).
@@ -44,8 +46,10 @@ from divrl.core import (
     ips_scale,
     length_conditional_advantages,
     mean_pairwise_cosine_distance,
+    passk_advantages,
     per_token_divergence,
     policy_sample_divergence_loss,
+    unlikeliness_factors,
     vendi_score_of_embeddings,
     vendi_score_of_keys,
 )
@@ -185,6 +189,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         self._loss_entropy_mask: torch.Tensor | None = None
         self._global_rewards_per_func: torch.Tensor | None = None
         self._global_lengths: torch.Tensor | None = None
+        self._generated: tuple[list, list, list | None] | None = None  # this step's sequences (unlikeliness)
 
     # ----------------------------------------------------------------------------------------- setup
     def _prepare_args(self, model: Any, args: DivRLConfig | None) -> DivRLConfig:
@@ -276,7 +281,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             self._global_lengths = gather(local)
         if self.model.training:
             self._log_collapse_signals(inputs, completions, rewards_per_func)
-        if self.model.training and (self.hooks.outcome_key is not None or self._has_bonus_column):
+        if self.model.training and (self.hooks.outcome_key is not None or self._has_bonus_column
+                                    or self.args.unlikeliness_enabled):
             rewards_per_func = self._shape_rewards(rewards_per_func, inputs, prompts, completions,
                                                    completion_ids_list)
         self._global_rewards_per_func = rewards_per_func
@@ -339,6 +345,9 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             rewards_per_func[:, : self._num_task_rewards] *= factor
             metrics["ips/distinct_outcomes"].append(scaled.distinct_per_group.float().mean().item())
             metrics["ips/max_scale"].append(scaled.max_scale)
+        if self.args.unlikeliness_enabled:
+            factor = unlikeliness_factors(self._sequence_logps(), self.num_generations, self.args.unlikeliness_beta)
+            rewards_per_func[:, : self._num_task_rewards] *= factor.to(rewards_per_func).unsqueeze(1)
         if self._has_bonus_column:
             bonus = torch.zeros(len(task_reward))
             if self.args.qd:
@@ -350,6 +359,34 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             bonus[torch.isnan(task_reward)] = math.nan  # unscorable completions stay unscorable
             rewards_per_func[:, -1] = bonus.to(rewards_per_func.device, rewards_per_func.dtype)
         return rewards_per_func
+
+    def _generate(self, prompts: list):  # noqa: D102 (TRL hook)
+        result = super()._generate(prompts)
+        if self.args.unlikeliness_enabled and self.model.training:
+            prompt_ids, completion_ids, _, _, sampling_logps, *_ = result
+            self._generated = (prompt_ids, completion_ids, sampling_logps)
+        return result
+
+    @torch.no_grad()
+    def _sequence_logps(self) -> torch.Tensor:
+        """Mean per-token log-prob of each sequence of the global batch under the sampling policy (the unlikeliness
+        rank): vLLM's sampling log-probs when it returned them, else one no-grad forward of this step's sequences."""
+        prompt_ids, completion_ids, sampling_logps = self._generated
+        self._generated = None
+        device = self.accelerator.device
+        if sampling_logps is not None:
+            local = torch.tensor([torch.tensor([math.nan if x is None else x for x in row]).nanmean().nan_to_num(0.0)
+                                  if row else 0.0 for row in sampling_logps], device=device)
+        else:
+            batch = {k: v.to(device) for k, v in
+                     pad_prompt_completion(prompt_ids, completion_ids, self._tokenizer.pad_token_id).items()}
+            with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+                logps = self._get_per_token_logps_and_entropies(
+                    self.model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"].shape[1],
+                    batch_size=self.args.per_device_train_batch_size)[0]
+            mask = batch["completion_mask"].to(logps.dtype)
+            local = (logps * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return gather(local.float()).cpu()
 
     def _archive_bonus(self, texts: list[str], columns: list[dict], prompts: list, objectives: torch.Tensor
                        ) -> torch.Tensor:
@@ -431,14 +468,14 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     # ------------------------------------------------------------------------------- advantages
     def _generate_and_score_completions(self, inputs):  # noqa: D102 (TRL hook)
         output = super()._generate_and_score_completions(inputs)
-        if self.args.length_bins_enabled:
-            self._apply_length_bins(output)
+        if self.args.length_bins_enabled or (self.args.passk_enabled and self.model.training):
+            self._replace_advantages(output)
         if self._needs_reference_logps() and "ref_per_token_logps" not in output:
             output["ref_per_token_logps"] = self._reference_logps(output)
         return output
 
-    def _apply_length_bins(self, output: dict[str, Any]) -> None:
-        """Replace this process's advantages by length-conditional ones computed on the global batch."""
+    def _replace_advantages(self, output: dict[str, Any]) -> None:
+        """Replace this process's advantages by length-conditional or pass@k ones computed on the global batch."""
         group = self.num_generations if self.model.training else self.num_generations_eval
         rewards = (self._global_rewards_per_func * self.reward_weights.to(self._global_rewards_per_func.device)
                    ).nansum(dim=1)
@@ -447,10 +484,12 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         rewards = rewards.masked_fill(unscorable, math.nan)
         group_mean = torch.nanmean(rewards.view(-1, group), dim=1).nan_to_num(0.0).repeat_interleave(group)
         filled = torch.where(unscorable, group_mean, rewards)
-        advantages = length_conditional_advantages(
-            filled.cpu(), self._global_lengths.cpu().float(), group, self.args.length_bins,
-            scale=self.args.scale_rewards,
-        ).masked_fill(unscorable.cpu(), 0.0)
+        if self.args.passk_enabled:
+            advantages = passk_advantages(filled.cpu(), group, self.args.passk, scale=self.args.scale_rewards != "none")
+        else:
+            advantages = length_conditional_advantages(filled.cpu(), self._global_lengths.cpu().float(), group,
+                                                       self.args.length_bins, scale=self.args.scale_rewards)
+        advantages = advantages.masked_fill(unscorable.cpu(), 0.0)
         local = output["advantages"].shape[0]
         start = self.accelerator.process_index * local
         output["advantages"] = advantages[start : start + local].to(output["advantages"].device)

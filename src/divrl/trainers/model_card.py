@@ -32,6 +32,12 @@ _FLOWRL = _paper("article", "zhu2025flowrl", "FlowRL: Matching Reward Distributi
                  author="Zhu, Xuekai and others", year=2025)
 _OUTCOME_EXPLORATION = _paper("article", "song2025outcome", "Outcome-based Exploration for LLM Reasoning",
                               "2509.06941", author="Song, Yuda and Kempe, Julia and Munos, Remi", year=2025)
+_UNLIKELY = _paper("article", "he2025rewarding", "Rewarding the Unlikely: Lifting GRPO Beyond Distribution Sharpening",
+                   "2506.02355", author="He, Andre and Fried, Daniel and Welleck, Sean", year=2025)
+_PASSK = _paper("article", "chen2025passk", "Pass@k Training for Adaptively Balancing Exploration and Exploitation of "
+                "Large Reasoning Models", "2508.10751",
+                author="Chen, Zhipeng and Qin, Xiaobo and Wu, Youbin and Ling, Yue and Ye, Qinghao and Zhao, Wayne Xin "
+                       "and Shi, Guang", year=2025)
 
 # (name, tag, paper, enabled?) in the order the card lists them.
 _METHODS: tuple[tuple[str, str, dict[str, Any], Any], ...] = (
@@ -43,6 +49,8 @@ _METHODS: tuple[tuple[str, str, dict[str, Any], Any], ...] = (
     ("Population-GRPO", "population-grpo", _SEED_000, lambda a: a.population),
     ("FlowRL", "flowrl", _FLOWRL, lambda a: a.flowrl),
     ("Count-bonus GRPO", "count-bonus-grpo", _OUTCOME_EXPLORATION, lambda a: a.count_bonus_enabled),
+    ("Unlikeliness GRPO", "unlikeliness-grpo", _UNLIKELY, lambda a: a.unlikeliness_enabled),
+    ("Pass@k GRPO", "passk-grpo", _PASSK, lambda a: a.passk_enabled),
 )
 
 

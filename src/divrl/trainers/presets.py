@@ -56,3 +56,17 @@ class CountBonusGRPOTrainer(DivRLTrainer):
     reward of HypoSpace)."""
 
     preset: ClassVar[dict[str, Any]] = {"count_bonus_coef": 0.5}
+
+
+class UnlikelinessGRPOTrainer(DivRLTrainer):
+    """Unlikeliness reward (He, Fried & Welleck 2025): rewards times 1 - beta * rank / G, rank by the sample's mean
+    log-prob in its group (0 = least likely); beta = 0.25 unless configured (the paper's release)."""
+
+    preset: ClassVar[dict[str, Any]] = {"unlikeliness_beta": 0.25}
+
+
+class PassAtKGRPOTrainer(DivRLTrainer):
+    """Pass@k Training (Chen et al. 2025): advantages of the best-of-k objective in closed form; k = 4 unless
+    configured (divrl choice: half of TRL's default group of 8)."""
+
+    preset: ClassVar[dict[str, Any]] = {"passk": 4}
