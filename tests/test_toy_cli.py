@@ -8,7 +8,7 @@ from divrl.cli import main
 
 CONTROLLER_METRICS = {"token_entropy", "entropy_alpha"}
 TABULAR_METRICS = {"l1_to_target", "kl_to_target", "max_outcome_prob", "distinct_outcomes", "outcome_freqs",
-                   *CONTROLLER_METRICS}
+                   "pass_at_k", *CONTROLLER_METRICS}
 IDEA_METRICS = {"mean_reward", "max_reward", "diversity", "complexity", "outcomes_per_group", *CONTROLLER_METRICS}
 
 

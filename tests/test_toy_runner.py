@@ -21,7 +21,8 @@ def test_method_parsing():
                                                                                        "reverse_kl")
     assert Method.parse("grpo+fkl").divergence == "forward_kl" and Method.parse("js").divergence == "js"
     assert Method.parse("ips+count").count and not Method.parse("ips").count
-    with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js, flowrl, count"):
+    assert Method.parse("ips+unlikely").unlikely and Method.parse("passk").passk
+    with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js, flowrl, count, unlikely, passk"):
         Method.parse("ips+dpo")
     with pytest.raises(ValueError, match="choose one divergence"):
         Method.parse("fkl+js")
@@ -137,6 +138,37 @@ def test_count_bonus_pays_rare_outcomes_across_steps():
     again = trainer.shaped_rewards(fixed_rollout([1, 2, 2, 2]), BANDIT.outcome_rewards[torch.tensor([[1, 2, 2, 2]])],
                                    None)
     assert torch.allclose(again, torch.tensor([[2 + 3**-0.5, 3.5, 3.5, 3.5]]))  # arm 1 seen twice, arm 2 three times
+
+
+def test_unlikely_scales_rewards_by_the_samples_likelihood_rank():
+    env = make_bandit([1, 1, 1, 1], initial_logits=[3.0, 2.0, 1.0, 0.0])
+    trainer = Trainer(env, Method.parse("unlikely"), TrainConfig(steps=1, group_size=4, lr=0.1, unlikely_beta=0.5), [0])
+    rollout = fixed_rollout([2, 0, 3, 1])  # ranks by log-prob: arm 3 least likely (0) ... arm 0 likeliest (3)
+    shaped = trainer.shaped_rewards(rollout, torch.ones(1, 4), None)
+    assert shaped.tolist() == [[0.875, 0.625, 1.0, 0.75]]
+
+
+def test_unlikely_spreads_an_equal_reward_bandit_over_every_rewarded_arm():
+    # "Rewarding the Unlikely": GRPO gets no signal from equal rewards and keeps its skewed start; the rank
+    # factor pays the rarer arms more until all rewarded arms are equally likely (arm 4 pays nothing).
+    env = make_bandit([1, 1, 1, 0], initial_logits=[2.0, 0.0, -1.0, 0.0])
+    cfg = TrainConfig(steps=300, group_size=16, lr=0.05)
+    final = {m: train(env, m, cfg, [0, 1]).curves for m in ("grpo", "unlikely")}
+    assert final["grpo"]["max_outcome_prob"][:, -10:].mean() > 0.8
+    assert final["unlikely"]["l1_to_target"][:, -10:].mean() < 0.1
+
+
+def test_passk_advantages_and_pass_at_k_metric():
+    trainer = Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk_k=2), [0])
+    shaped = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    from divrl.core import passk_advantages
+
+    assert torch.allclose(trainer.advantages(fixed_rollout([0, 1, 2, 3]), shaped),
+                          passk_advantages(shaped.flatten(), 4, 2).view(1, 4))
+    with pytest.raises(ValueError, match="passk needs 2 <= --passk-k <= --group-size"):
+        Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk_k=5), [0])
+    run = train(BANDIT, "grpo", TrainConfig(steps=1, group_size=4, lr=1e-9, passk_k=3), [0])
+    assert run.curves["pass_at_k"][0, 0] == pytest.approx(1 - 0.75**3)  # uniform start: p(best arm) = 1/4
 
 
 def test_ips_scaling_group_and_exact():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count")
+COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count", "unlikely", "passk")
 DIVERGENCE_OF = {"fkl": "forward_kl", "js": "js"}  # component -> divrl.core divergence replacing reverse KL
 
 
@@ -19,6 +19,8 @@ class Method:
     pop: bool = False
     flowrl: bool = False  # FlowRL's trajectory-balance loss replaces GRPO's clipped surrogate
     count: bool = False  # cross-step outcome-count bonus c / sqrt(1 + n(x, o)) (historical UCB exploration)
+    unlikely: bool = False  # unlikeliness reward: r (1 - beta rank / G), rank by the sample's log-prob
+    passk: bool = False  # pass@k (best-of-k) advantages replace group normalisation
     divergence: str = "reverse_kl"  # regulariser toward the frozen initial policy
 
     @classmethod
@@ -36,4 +38,5 @@ class Method:
             raise ValueError(f"method {name!r} combines {' and '.join(divergences)}: choose one divergence")
         return cls(name=name.strip(), ips="ips" in parts, qd="qd" in parts, maxent="maxent" in parts,
                    pop="pop" in parts, flowrl="flowrl" in parts, count="count" in parts,
+                   unlikely="unlikely" in parts, passk="passk" in parts,
                    divergence=DIVERGENCE_OF[divergences[0]] if divergences else "reverse_kl")

@@ -5,7 +5,8 @@ archive bonuses), `maxent` (adaptive entropy bonus, kNN novelty, length-conditio
 `pop` (population with periodic selection, soup and perturbation), `fkl` / `js` (mass-covering
 divergence to the frozen initial policy, on samples drawn from it, replacing the reverse KL), `flowrl`
 (FlowRL's trajectory-balance loss with a learned log Z replacing the clipped surrogate), `count` (a bonus
-c / sqrt(1 + n) for each rewarded outcome, n = its count over the run). All
+c / sqrt(1 + n) for each rewarded outcome, n = its count over the run), `unlikely` (rewards times
+1 - beta rank / G, rank by the sample's mean log-prob), `passk` (best-of-k advantages). All
 algorithmic pieces come from `divrl.core`; this module only wires them to the toy policies.
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
@@ -40,11 +41,13 @@ from divrl.core import (
     length_conditional_advantages,
     mean_pairwise_cosine_distance,
     outcome_entropy,
+    passk_advantages,
     per_token_divergence,
     perturb_relative_,
     select_top,
     selection_scores,
     trajectory_balance_loss,
+    unlikeliness_factors,
 )
 from divrl.core.ips import distinct_outcomes_per_group
 from divrl.toy.cli import TRAIN_OPTIONS
@@ -55,7 +58,7 @@ from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolic
 # Recorded for every method; token_entropy / entropy_alpha show what maxent's entropy controller sees and does.
 CONTROLLER_METRICS = ("token_entropy", "entropy_alpha")
 TABULAR_METRICS = ("l1_to_target", "kl_to_target", "max_outcome_prob", "distinct_outcomes", "outcome_freqs",
-                   *CONTROLLER_METRICS)
+                   "pass_at_k", *CONTROLLER_METRICS)
 IDEA_METRICS = ("mean_reward", "max_reward", "diversity", "complexity", "outcomes_per_group", *CONTROLLER_METRICS)
 FINAL_WINDOW = 10  # "final" metrics average the last 10 steps (seed 000's protocol)
 
@@ -94,6 +97,8 @@ class TrainConfig:
     pop_sigma: float = 0.2  # relative to the soup (see divrl.core.perturb_relative_)
     count_coef: float = 0.5  # count: c of c / sqrt(1 + n(x, o)), as DivRLConfig's preset
     count_scope: str = "prompt"  # count: 'prompt' (n per prompt and outcome) or 'global' (over prompts; ideas only)
+    unlikely_beta: float = 0.25  # unlikely: beta_rank (the release's Lean recipe)
+    passk_k: int = 4  # passk: k of the best-of-k advantages; every method's pass_at_k metric uses it too
     # flowrl: reward scale beta_r of the trajectory-balance residual. FlowRL's published 15 is tuned for LLM
     # rewards; on the toys it leaves no interior fixed point (see divrl.toy.fixed_points, benchmarks/toy_flowrl.py).
     flowrl_beta: float = FLOWRL_BETA
@@ -125,6 +130,8 @@ class TrainConfig:
             "pop_sigma": (math.isfinite(self.pop_sigma) and self.pop_sigma >= 0, non_negative),
             "count_coef": (math.isfinite(self.count_coef) and self.count_coef >= 0, non_negative),
             "count_scope": (self.count_scope in COUNT_SCOPES, "one of " + ", ".join(COUNT_SCOPES)),
+            "unlikely_beta": (0 <= self.unlikely_beta <= 1, "in [0, 1]"),
+            "passk_k": (self.passk_k >= 1, at_least_one),
             "flowrl_beta": (math.isfinite(self.flowrl_beta) and self.flowrl_beta > 0, positive),
             "optimizer": (self.optimizer in ("adam", "sgd"), "adam or sgd"),
             "adv_scale": (self.adv_scale in ("group", "batch", "none"), "group, batch or none"),
@@ -159,6 +166,9 @@ class Trainer:
         if cfg.ips_exact and isinstance(env, IdeaEnv):
             raise ValueError("--ips-exact needs a tabular environment (bandit, multiplicity, hypergrid): "
                              "ideas are continuous, their outcome probability is not known exactly")
+        if method.passk and not 2 <= cfg.passk_k <= cfg.group_size:
+            raise ValueError(f"passk needs 2 <= --passk-k <= --group-size, got --passk-k {cfg.passk_k} with "
+                             f"--group-size {cfg.group_size}")
         self.env, self.method, self.cfg, self.seeds = env, method, cfg, seeds
         self.members = cfg.population if method.pop else 1
         num = len(seeds) * self.members
@@ -224,7 +234,8 @@ class Trainer:
 
     # -- the method ------------------------------------------------------------------------------------
     def shaped_rewards(self, rollout: Rollout, rewards: torch.Tensor, dist: torch.Tensor | None) -> torch.Tensor:
-        """Task reward -> IPS scaling -> + archive bonus -> + novelty -> + count bonus, per member (P, N)."""
+        """Task reward -> IPS scaling -> unlikeliness -> + archive bonus -> + novelty -> + count bonus, per member
+        (P, N)."""
         cfg, method = self.cfg, self.method
         shaped = rewards
         if method.ips:
@@ -236,6 +247,12 @@ class Trainer:
                 keys = self.outcome_keys(rollout).flatten().tolist()
                 scaled = ips_scale(rewards.flatten(), keys, cfg.group_size, cfg.ips_epsilon)
                 shaped = scaled.rewards.view_as(rewards)
+        if method.unlikely:
+            with torch.no_grad():
+                logp = self.policy.evaluate(self.params, rollout)[0]
+            mean_logp = (logp * rollout.mask).sum(-1) / rollout.mask.sum(-1).clamp(min=1)
+            factors = unlikeliness_factors(mean_logp.flatten(), cfg.group_size, cfg.unlikely_beta)
+            shaped = shaped * factors.view_as(shaped)
         bonus = torch.zeros_like(rewards)
         if method.qd:
             descriptors = self._descriptors(rollout).numpy()
@@ -255,9 +272,12 @@ class Trainer:
         return shaped + bonus
 
     def advantages(self, rollout: Rollout, shaped: torch.Tensor) -> torch.Tensor:
-        """Group-relative advantages (length-conditional for maxent), groups of G inside each member."""
+        """Group-relative advantages (length-conditional for maxent, best-of-k for passk), groups of G inside
+        each member."""
         cfg = self.cfg
-        if self.method.maxent:
+        if self.method.passk:
+            flat = passk_advantages(shaped.flatten(), cfg.group_size, cfg.passk_k, scale=cfg.adv_scale != "none")
+        elif self.method.maxent:
             flat = length_conditional_advantages(shaped.flatten(), self._lengths(rollout).flatten(),
                                                  cfg.group_size, cfg.length_bins)
         else:
@@ -363,15 +383,18 @@ class Trainer:
         return rollout, rewards, dist
 
 
-def _tabular_metrics(env: TabularEnv, dist: torch.Tensor, outcomes: torch.Tensor) -> dict[str, object]:
-    """Metrics of one seed: `dist` is its (population-mixture) exact outcome distribution before the update."""
+def _tabular_metrics(env: TabularEnv, dist: torch.Tensor, outcomes: torch.Tensor, k: int) -> dict[str, object]:
+    """Metrics of one seed: `dist` is its (population-mixture) exact outcome distribution before the update;
+    pass_at_k = P(one of k samples reaches the best reward) = 1 - (1 - p_best)^k."""
     target = env.target
+    best = float(dist[env.outcome_rewards == env.outcome_rewards.max()].sum())
     return {
         "l1_to_target": l1_distance(dist, target),
         "kl_to_target": kl_divergence(target, dist),  # KL(p* || pi): large when a target mode is missed
         "max_outcome_prob": float(dist.max()),
         "distinct_outcomes": distinct_outcomes(outcomes.flatten().tolist()),
         "outcome_freqs": env.outcome_freqs(dist).tolist(),
+        "pass_at_k": 1 - (1 - best) ** k,
     }
 
 
@@ -436,7 +459,7 @@ def _train(
             if tabular:
                 assert member_dists is not None and final_dist is not None
                 seed_dist = member_dists.mean(0).double()  # the population's mixture for pop
-                values = _tabular_metrics(env, seed_dist, outcomes)
+                values = _tabular_metrics(env, seed_dist, outcomes, cfg.passk_k)
                 if step >= cfg.steps - window:
                     final_dist[s] += seed_dist / window
             else:
