@@ -34,6 +34,8 @@ METHODS: dict[str, dict[str, Any]] = {
     "pop-ips-qd": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10,
                    "ips": True, "qd": True},
     "count": {"count_bonus_coef": 0.5},  # historical outcome-count UCB (Song, Kempe & Munos 2025); c: divrl choice
+    "unlikely": {"unlikeliness_beta": 0.25},  # Rewarding the Unlikely (He, Fried & Welleck 2025): their release's beta
+    "passk": {"passk": 4},  # Pass@k Training (Chen et al. 2025), k = half the group of 8 (divrl choice)
     # TRL's own levers, as baselines beside divrl's methods: DAPO's clip-higher (epsilon_high 0.28) and "Beyond the
     # 80/20 Rule"'s policy loss on the top 20% highest-entropy tokens.
     "clip-higher": {"epsilon_high": 0.28},

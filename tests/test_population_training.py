@@ -315,3 +315,13 @@ def test_population_refuses_sharded_engines(engine: str, tiny_qwen3: Path, tmp_p
     monkeypatch.setattr(PopulationMixin, "_setup_population", under_sharding)
     with pytest.raises(ValueError, match=r"DivRLConfig\.population is not supported under DeepSpeed or FSDP"):
         population_trainer(tiny_qwen3, tmp_path)
+
+
+@pytest.mark.parametrize("method", [{"unlikeliness_beta": 0.25}, {"passk": 2}, {"count_bonus_coef": 0.5}])
+def test_issue_15_methods_compose_with_ips_in_a_population(method: dict[str, Any], tiny_qwen3: Path,
+                                                         tmp_path: Path) -> None:
+    trainer = population_trainer(tiny_qwen3, tmp_path, trainer_name="DivRLTrainer", population=True, ips=True,
+                                 **method)
+    trainer.train()
+    assert trainer.population.soups == 1 and trainer.state.global_step == 4
+    assert {"ips/max_scale", "population/score_0"} <= metric_keys(trainer.state.log_history)

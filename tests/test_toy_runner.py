@@ -165,8 +165,8 @@ def test_passk_advantages_and_pass_at_k_metric():
 
     assert torch.allclose(trainer.advantages(fixed_rollout([0, 1, 2, 3]), shaped),
                           passk_advantages(shaped.flatten(), 4, 2).view(1, 4))
-    with pytest.raises(ValueError, match="passk needs 2 <= --passk-k <= --group-size"):
-        Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk_k=5), [0])
+    with pytest.raises(ValueError, match="passk needs 2 <= --passk-k < --group-size"):
+        Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk_k=4), [0])
     run = train(BANDIT, "grpo", TrainConfig(steps=1, group_size=4, lr=1e-9, passk_k=3), [0])
     assert run.curves["pass_at_k"][0, 0] == pytest.approx(1 - 0.75**3)  # uniform start: p(best arm) = 1/4
 

@@ -37,7 +37,7 @@ from trainer_helpers import ToyTask, distinct_chars_reward, lora_config, make_co
         ({"novelty_coef": 0.1, "multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
         ({"unlikeliness_beta": 1.5}, "unlikeliness_beta"),
         ({"passk": 1}, "passk"),
-        ({"passk": 5}, "passk"),  # > num_generations (4)
+        ({"passk": 4}, "passk"),  # = num_generations (4): one subset, zero advantages
         ({"passk": 2, "length_bins": 2}, "passk"),
         ({"passk": 2, "scale_rewards": "batch"}, "passk"),
     ],
@@ -108,7 +108,8 @@ def test_presets_switch_their_method_on(tiny_qwen3: Path, tmp_path: Path) -> Non
 
     for trainer_class, field, value in ((UnlikelinessGRPOTrainer, "unlikeliness_beta", 0.25),
                                         (PassAtKGRPOTrainer, "passk", 4)):
-        trainer = trainer_class(str(tiny_qwen3), distinct_chars_reward, args=make_config(tmp_path),
+        trainer = trainer_class(str(tiny_qwen3), distinct_chars_reward,
+                                args=make_config(tmp_path, num_generations=8, per_device_train_batch_size=8),
                                 train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
         assert getattr(trainer.args, field) == value
 

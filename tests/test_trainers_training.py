@@ -15,6 +15,8 @@ PRESETS = {
         {"maxent/alpha", "maxent/novelty", "entropy_coef"},
     ),
     "DivergenceGRPOTrainer": ({}, {"divergence/js"}),
+    "UnlikelinessGRPOTrainer": ({}, set()),
+    "PassAtKGRPOTrainer": ({"passk": 2}, set()),  # the preset's k = 4 needs groups of more than 4
     "DivRLTrainer": (
         {"ips": True, "qd": True, "novelty_coef": 0.3, "novelty_embedding": "task", "length_bins": 2,
          "divergence": "forward_kl"},

@@ -166,8 +166,8 @@ class Trainer:
         if cfg.ips_exact and isinstance(env, IdeaEnv):
             raise ValueError("--ips-exact needs a tabular environment (bandit, multiplicity, hypergrid): "
                              "ideas are continuous, their outcome probability is not known exactly")
-        if method.passk and not 2 <= cfg.passk_k <= cfg.group_size:
-            raise ValueError(f"passk needs 2 <= --passk-k <= --group-size, got --passk-k {cfg.passk_k} with "
+        if method.passk and not 2 <= cfg.passk_k < cfg.group_size:
+            raise ValueError(f"passk needs 2 <= --passk-k < --group-size, got --passk-k {cfg.passk_k} with "
                              f"--group-size {cfg.group_size}")
         self.env, self.method, self.cfg, self.seeds = env, method, cfg, seeds
         self.members = cfg.population if method.pop else 1

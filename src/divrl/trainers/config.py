@@ -70,7 +70,7 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "k of the pass@k (best-of-k) objective: advantages become the mean advantage of the k-subsets of the group "
         "holding each sample, a subset scored by its best reward and normalised over the subsets (Pass@k Training's "
         "analytical derivation, exact for any reward: `divrl.core.passk_advantages`). Replaces TRL's group "
-        "normalisation; `scale_rewards='none'` only centres. 0 = off; 2 <= k <= num_generations. Default 0."))
+        "normalisation; `scale_rewards='none'` only centres. 0 = off; 2 <= k < num_generations. Default 0."))
 
     # --- QD (seed 000, Sec. 4.1): MAP-Elites archive bonuses ---
     qd: bool = field(default=Unset(False), metadata=_help(
@@ -192,8 +192,9 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
                f"must be a finite number >= 0 (0 = off), got {self.count_bonus_coef}")
         _check(0 <= self.unlikeliness_beta <= 1, "unlikeliness_beta",
                f"must be in [0, 1] (0 = off; the factor 1 - beta * rank / G stays >= 0), got {self.unlikeliness_beta}")
-        _check(self.passk == 0 or 2 <= self.passk <= self.num_generations, "passk",
-               f"must be 0 (off) or between 2 and num_generations ({self.num_generations}), got {self.passk}")
+        _check(self.passk == 0 or 2 <= self.passk < self.num_generations, "passk",
+               f"must be 0 (off) or >= 2 and below num_generations ({self.num_generations}; at k = G every sample is "
+               f"in the one subset, so every advantage is 0), got {self.passk}")
         if self.passk_enabled:
             _check(not self.length_bins_enabled, "passk", "and length_bins both replace the advantages; choose one")
             _check(self.scale_rewards in ("group", "none"), "passk",
