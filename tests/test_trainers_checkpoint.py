@@ -21,7 +21,7 @@ def _run(model: Path, out: Path, resume: str | None = None):
     tokenizer = AutoTokenizer.from_pretrained(model)
     args = make_config(out, max_steps=3, save_strategy="steps", save_steps=2, ips=True, qd=True, qd_dims=[3, 3],
                        novelty_coef=0.3, maxent_entropy_target=10.0, maxent_alpha_lr=0.05, count_bonus_coef=0.5,
-                       learning_rate=0.01)
+                       ips_outcome_key="semantic", learning_rate=0.01)
     trainer = DivRLTrainer(str(model), args=args, train_dataset=prompt_dataset(), processing_class=tokenizer,
                            peft_config=lora_config(), task=ToyTask())
     with scripted_generation(tokenizer, lambda prompt, row: STEPS[trainer.state.global_step][row]):
@@ -33,6 +33,7 @@ def _assert_same_state(a: dict, b: dict) -> None:
     assert a["diversity"]["archives"] == b["diversity"]["archives"]
     assert a["diversity"]["entropy"] == b["diversity"]["entropy"]
     assert a["diversity"]["counts"] == b["diversity"]["counts"]
+    assert torch.equal(a["diversity"]["clusters"]["leaders"], b["diversity"]["clusters"]["leaders"])
     assert torch.equal(a["diversity"]["novelty"]["memory"], b["diversity"]["novelty"]["memory"])
 
 
@@ -46,6 +47,7 @@ def test_resume_restores_method_state(tiny_qwen3: Path, tmp_path: Path) -> None:
     assert saved["diversity"]["entropy"]["alpha"] > 0
     assert len(saved["diversity"]["novelty"]["memory"]) == 8  # two steps of 4 completions
     assert sum(count for _, _, count in saved["diversity"]["counts"]["counts"]) == 8  # every completion is valid
+    assert len(saved["diversity"]["clusters"]["leaders"]) >= 2  # the semantic classes of the first two steps
 
     resumed = _run(tiny_qwen3, tmp_path / "resumed", resume=str(checkpoint))
     assert resumed.state.global_step == 3

@@ -36,6 +36,9 @@ from trainer_helpers import ToyTask, distinct_chars_reward, lora_config, make_co
         ({"qd": True, "multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
         ({"novelty_coef": 0.1, "multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
         ({"unlikeliness_beta": 1.5}, "unlikeliness_beta"),
+        ({"semantic_threshold": 2.0}, "semantic_threshold"),
+        ({"semantic_embedding": "bert"}, "semantic_embedding"),
+        ({"semantic_max_classes": 0}, "semantic_max_classes"),
         ({"passk": 1}, "passk"),
         ({"passk": 4}, "passk"),  # = num_generations (4): one subset, zero advantages
         ({"passk": 2, "length_bins": 2}, "passk"),
@@ -68,6 +71,7 @@ class _NoHooks:
         ({"qd": True, "qd_dims": [4, 4, 4]}, ToyTask(), "qd_dims"),  # ToyTask.behavior_dims == 2
         ({"ips": True, "ips_outcome_key": "task"}, _NoHooks(), "ips_outcome_key"),
         ({"novelty_coef": 0.3, "novelty_embedding": "task"}, _NoHooks(), "novelty_embedding"),
+        ({"ips": True, "ips_outcome_key": "semantic", "semantic_embedding": "task"}, _NoHooks(), "semantic_embedding"),
     ],
 )
 def test_missing_task_hook_names_the_field(overrides: dict[str, Any], task: Any, field: str, tiny_qwen3: Path,

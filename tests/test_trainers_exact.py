@@ -488,3 +488,16 @@ def test_passk_replaces_advantages_by_best_of_k_advantages(tiny_qwen3: Path, tmp
     assert steps[0]["advantages"] == pytest.approx(passk_advantages(rewards, 4, 2).tolist(), abs=1e-5)
     # the second group: only "bb" reaches 1; the zeros still gain through the pairs they share with it
     assert steps[0]["advantages"][7] > 0 and steps[0]["advantages"][4] < 0
+
+
+def test_semantic_outcome_classes_key_ips_and_persist_across_steps(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # Leader clustering of hashed n-grams: the three cat sentences (cosine >= 0.8) are one outcome, the dog another.
+    steps = [["the cat sat on the mat", "the cat sat on a mat", "dogs run far away", "the cat sat on the mat."],
+             ["dogs run far away", "dogs run far away", "the cat sat on a mat", "birds sing at dawn"]]
+    reward = _reward_table(dict.fromkeys(steps[0] + steps[1], 1.0))
+    trainer, record = _train_scripted(tiny_qwen3, tmp_path, steps, reward, ips=True, ips_outcome_key="semantic",
+                                      semantic_threshold=0.6, max_completion_length=32)
+    assert record[0]["table_reward"] == pytest.approx([4 / 3, 4 / 3, 4.0, 4 / 3])
+    assert record[1]["table_reward"] == pytest.approx([2.0, 2.0, 4.0, 4.0])
+    assert logged(trainer.state.log_history, "semantic/classes") == [2.0, 3.0]  # the birds found the third class
+    assert len(trainer.diversity_state.clusters) == 3

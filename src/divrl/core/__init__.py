@@ -34,6 +34,7 @@ from divrl.core.population import (
     select_top,
     selection_scores,
 )
+from divrl.core.semantic import LeaderClusters
 from divrl.core.unlikeliness import unlikeliness_factors
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "ArchiveStats",
     "GridArchive",
     "IPSResult",
+    "LeaderClusters",
     "NoveltyMemory",
     "OutcomeCounts",
     "archive_bonus",

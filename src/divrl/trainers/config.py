@@ -20,7 +20,8 @@ from divrl.trainers._fields import Unset, _help
 from divrl.trainers.flowrl import FlowRLConfig
 from divrl.trainers.population import PopulationConfig
 
-OUTCOME_KEY_SOURCES = ("auto", "task", "text")
+OUTCOME_KEY_SOURCES = ("auto", "task", "text", "semantic")
+SEMANTIC_EMBEDDINGS = ("ngram", "task")
 ARCHIVE_SCOPES = ("global", "prompt")
 NOVELTY_EMBEDDINGS = ("ngram", "hidden", "task")
 DIVERGENCE_ESTIMATORS = ("policy", "rehearsal")
@@ -43,9 +44,21 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "Default 1e-3, inactive while 1/G > epsilon."))
     ips_outcome_key: str = field(default="auto", metadata=_help(
         "Where outcome keys come from: 'task' (task.outcome_key), 'text' (normalised completion text) or "
-        "'auto' (the task hook when present, else text, with a warning). Seed 001 keys outcomes by equivalence "
-        "class (canonical hypothesis, scaffold); the text fallback is a divrl choice. The count bonus uses the "
-        "same keys. Default 'auto'."))
+        "'auto' (the task hook when present, else text, with a warning) or 'semantic' (classes of similar "
+        "completions by leader clustering of embeddings, for free text: see semantic_*). Seed 001 keys outcomes by "
+        "equivalence class (canonical hypothesis, scaffold); the text and semantic keys are divrl's. The count bonus "
+        "uses the same keys. Default 'auto'."))
+    semantic_threshold: float = field(default=0.6, metadata=_help(
+        "ips_outcome_key='semantic': cosine similarity at which a completion joins an existing class (leader "
+        "clustering; classes persist across steps and checkpoints). DARLING (Li et al. 2025) partitions answers with "
+        "a learned classifier; this offline stand-in is a divrl choice: on hashed 3-grams, paraphrases sharing words "
+        "score 0.5-0.8 and unrelated sentences about 0.1. Default 0.6."))
+    semantic_embedding: str = field(default="ngram", metadata=_help(
+        "ips_outcome_key='semantic': what is clustered: 'ngram' (hashed character 3-grams, offline, deterministic) "
+        "or 'task' (task.embed, e.g. a sentence encoder). Default 'ngram'."))
+    semantic_max_classes: int = field(default=4096, metadata=_help(
+        "ips_outcome_key='semantic': most classes kept; beyond it a completion joins its most similar class "
+        "(bounds memory and time). Default 4096."))
 
     # --- Cross-step outcome-count bonus (historical UCB exploration, Song, Kempe & Munos 2025) ---
     count_bonus_coef: float = field(default=Unset(0.0), metadata=_help(
@@ -182,6 +195,10 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         self.validate_flowrl()
         _check_choice("ips_outcome_key", self.ips_outcome_key, OUTCOME_KEY_SOURCES)
         _check_choice("qd_archive", self.qd_archive, ARCHIVE_SCOPES)
+        _check_choice("semantic_embedding", self.semantic_embedding, SEMANTIC_EMBEDDINGS)
+        _check(math.isfinite(self.semantic_threshold) and -1 <= self.semantic_threshold <= 1, "semantic_threshold",
+               f"must be a cosine similarity in [-1, 1], got {self.semantic_threshold}")
+        _check(self.semantic_max_classes >= 1, "semantic_max_classes", f"must be >= 1, got {self.semantic_max_classes}")
         _check_choice("novelty_embedding", self.novelty_embedding, NOVELTY_EMBEDDINGS)
         _check_choice("divergence_estimator", self.divergence_estimator, DIVERGENCE_ESTIMATORS)
         if self.divergence is not None:
@@ -256,6 +273,11 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     def count_bonus_enabled(self) -> bool:
         """Whether the cross-step outcome-count bonus is added to rewards."""
         return self.count_bonus_coef > 0
+
+    @property
+    def semantic_keys_enabled(self) -> bool:
+        """Whether outcome keys are semantic classes (leader clustering), for a method that counts outcomes."""
+        return self.ips_outcome_key == "semantic" and (self.ips or self.count_bonus_enabled)
 
     @property
     def unlikeliness_enabled(self) -> bool:

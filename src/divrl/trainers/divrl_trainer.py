@@ -38,6 +38,7 @@ from trl.trainer.utils import use_adapter
 from divrl.core import (
     AdaptiveEntropyCoefficient,
     GridArchive,
+    LeaderClusters,
     NoveltyMemory,
     OutcomeCounts,
     archive_bonus,
@@ -79,7 +80,7 @@ _FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attentio
 
 class DiversityState:
     """What the diversity methods learn during training: QD archives, novelty memory, entropy coefficient,
-    outcome counts.
+    outcome counts, semantic outcome classes.
 
     One object per policy. The trainer reads and updates `trainer.diversity_state`; a population trainer
     keeps one per member and swaps it in before the member's steps. Checkpointed via `state_dict`.
@@ -102,6 +103,8 @@ class DiversityState:
             if args.maxent_entropy_enabled else None
         )
         self.counts = OutcomeCounts(args.count_bonus_coef, args.count_bonus_scope) if args.count_bonus_enabled else None
+        self.clusters = (LeaderClusters(args.semantic_threshold, args.semantic_max_classes)
+                         if args.semantic_keys_enabled else None)
 
     def archive(self, key: str = GLOBAL_ARCHIVE) -> GridArchive:
         """The archive of `key` (a prompt, or GLOBAL_ARCHIVE), created empty on first use."""
@@ -116,6 +119,7 @@ class DiversityState:
             "novelty": None if self.novelty is None else self.novelty.state_dict(),
             "entropy": None if self.entropy is None else self.entropy.state_dict(),
             "counts": None if self.counts is None else self.counts.state_dict(),
+            "clusters": None if self.clusters is None else self.clusters.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -123,8 +127,9 @@ class DiversityState:
         self.archives = {}
         for key, archive_state in state["archives"].items():
             self.archive(key).load_state_dict(archive_state)
-        for name, part in (("novelty", self.novelty), ("entropy", self.entropy), ("counts", self.counts)):
-            saved = state.get(name)  # checkpoints written before the count bonus have no "counts"
+        for name, part in (("novelty", self.novelty), ("entropy", self.entropy), ("counts", self.counts),
+                           ("clusters", self.clusters)):
+            saved = state.get(name)  # checkpoints written before the count bonus / semantic keys lack those
             if (part is None) != (saved is None):
                 raise ValueError(
                     f"the checkpoint {'lacks' if saved is None else 'has'} {name} state but this config "
@@ -282,7 +287,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         if self.model.training:
             self._log_collapse_signals(inputs, completions, rewards_per_func)
         if self.model.training and (self.hooks.outcome_key is not None or self._has_bonus_column
-                                    or self.args.unlikeliness_enabled):
+                                    or self.args.unlikeliness_enabled or self.args.semantic_keys_enabled):
             rewards_per_func = self._shape_rewards(rewards_per_func, inputs, prompts, completions,
                                                    completion_ids_list)
         self._global_rewards_per_func = rewards_per_func
@@ -336,7 +341,11 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         columns = [hook_columns(row) for row in inputs]
         task_reward = self._weighted_task_reward(rewards_per_func).cpu()
         keys = None
-        if self.hooks.outcome_key is not None:
+        if self.diversity_state.clusters is not None:
+            embeddings = self._global_embeddings(self.args.semantic_embedding, texts, columns, completion_ids_list)
+            keys = self.diversity_state.clusters.assign(embeddings)
+            metrics["semantic/classes"].append(float(len(self.diversity_state.clusters)))
+        elif self.hooks.outcome_key is not None:
             keys = gather_object([self.hooks.outcome_key(t, **c) for t, c in zip(texts, columns, strict=True)])
         if self.args.ips:
             # The IPS factor 1 / max(p_hat, epsilon) per completion = ips_scale of unit rewards.
@@ -423,21 +432,24 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         metrics["count/distinct_outcomes"].append(float(counts.distinct()))
         return bonus
 
-    def _novelty_bonus(self, texts: list[str], columns: list[dict], completion_ids_list: list) -> torch.Tensor:
-        """gamma x mean distance to the k nearest remembered embeddings, then remember the batch (seed 000, Eq. 5)."""
-        device = self.accelerator.device
-        if self.args.novelty_embedding == "task":
+    def _global_embeddings(self, kind: str, texts: list[str], columns: list[dict], completion_ids_list: list,
+                           ) -> torch.Tensor:
+        """(global batch, dim) embeddings of the completions, NaN rows where the task has none: 'ngram' (hashed
+        character 3-grams), 'hidden' (pooled last hidden states) or 'task' (task.embed)."""
+        if kind == "task":
             vectors = gather_object([self.hooks.embed(t, **c) for t, c in zip(texts, columns, strict=True)])
             lengths = {len(v) for v in vectors if v is not None}
             if len(lengths) > 1:
                 raise ValueError(f"task.embed returned vectors of different lengths {sorted(lengths)} in one batch: "
-                                 "novelty needs one embedding dimension (DivRLConfig.novelty_embedding='task')")
+                                 "novelty and semantic keys need one embedding dimension")
             dim = lengths.pop() if lengths else 1
-            embeddings = torch.tensor([[math.nan] * dim if v is None else list(map(float, v)) for v in vectors])
-        else:
-            local = (hashed_ngram_embedding(texts) if self.args.novelty_embedding == "ngram"
-                     else self._pooled_hidden_states(completion_ids_list))
-            embeddings = gather(local.to(device)).cpu().float()
+            return torch.tensor([[math.nan] * dim if v is None else list(map(float, v)) for v in vectors])
+        local = hashed_ngram_embedding(texts) if kind == "ngram" else self._pooled_hidden_states(completion_ids_list)
+        return gather(local.to(self.accelerator.device)).cpu().float()
+
+    def _novelty_bonus(self, texts: list[str], columns: list[dict], completion_ids_list: list) -> torch.Tensor:
+        """gamma x mean distance to the k nearest remembered embeddings, then remember the batch (seed 000, Eq. 5)."""
+        embeddings = self._global_embeddings(self.args.novelty_embedding, texts, columns, completion_ids_list)
         valid = ~torch.isnan(embeddings).any(dim=1)
         memory = self.diversity_state.novelty
         novelty = torch.zeros(len(embeddings))
@@ -647,10 +659,12 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     def keeps_method_state(self) -> bool:
         """Whether an enabled method (or the task) has state that a checkpoint's divrl_state.pt must restore:
-        archives, novelty memory, entropy coefficient, rehearsal cursor, task state. IPS, length bins and the
-        divergences keep none, so such a run may resume from a plain GRPOTrainer checkpoint."""
+        archives, novelty memory, entropy coefficient, outcome counts, semantic classes, rehearsal cursor, task state.
+        IPS, unlikeliness, pass@k, length bins and the divergences keep none, so such a run may resume from a plain
+        GRPOTrainer checkpoint."""
         args = self.args
         return bool(args.qd or args.novelty_enabled or args.maxent_entropy_enabled or self.rehearsal is not None
+                    or args.count_bonus_enabled or args.semantic_keys_enabled
                     or (self.task is not None and hasattr(self.task, "load_state_dict")))
 
     def method_state_files(self) -> list[str]:

@@ -102,7 +102,12 @@ def resolve_task_hooks(args: Any, task: Any | None) -> TaskHooks:
     """Pick the hooks the enabled methods need from `task`, raising a ValueError naming the field otherwise."""
     task_outcome_key = _checked_outcome_key(task.outcome_key) if has_hook(task, "outcome_key") else None
     outcome_key = None
-    if args.ips or args.count_bonus_enabled:
+    embed = None
+    if args.semantic_keys_enabled and args.semantic_embedding == "task":
+        if not has_hook(task, "embed"):
+            _fail("semantic_embedding", "'task' needs a task with an `embed(completion, **row)` hook")
+        embed = _checked_embed(task.embed)
+    if (args.ips or args.count_bonus_enabled) and not args.semantic_keys_enabled:  # semantic keys: batch-level
         source = args.ips_outcome_key
         if source == "task" and not has_hook(task, "outcome_key"):
             _fail("ips_outcome_key", "'task' needs a task object with an `outcome_key(completion, **row)` hook")
@@ -133,7 +138,6 @@ def resolve_task_hooks(args: Any, task: Any | None) -> TaskHooks:
         if args.qd_ranges is not None and len(args.qd_ranges) != behavior_dims:
             _fail("qd_ranges", f"has {len(args.qd_ranges)} ranges for {behavior_dims} behaviour dimensions")
 
-    embed = None
     if args.novelty_enabled and args.novelty_embedding == "task":
         if not has_hook(task, "embed"):
             _fail("novelty_embedding", "'task' needs a task with an `embed(completion, **row)` hook")
