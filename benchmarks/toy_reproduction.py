@@ -281,15 +281,33 @@ def rerun_population(workers: int) -> None:
     print(text)
 
 
-IPS_OUTCOMES = ("peak", "grid4", "cell")
+IPS_OUTCOMES = ("peak", "grid4", "cell", "semantic")
 
 
-def ideas_ips_outcome(workers: int) -> dict[str, Any]:
-    """IPS on ideas with each outcome key (`--ips-outcome`), beside GRPO: how often outcomes repeat in a group."""
+def ideas_ips_outcome(workers: int, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """IPS on ideas with each outcome key (`--ips-outcome`), beside GRPO: how often outcomes repeat in a group.
+    Keys whose rows `stored` already holds are kept, not rerun."""
+    rows = dict((stored or {}).get("rows", {}))
+    missing = [key for key in IPS_OUTCOMES if f"ips, --ips-outcome {key}" not in rows]
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        results = list(pool.map(_ideas_worker, ["ips"] * len(IPS_OUTCOMES), IPS_OUTCOMES))
-    rows = {f"ips, --ips-outcome {key}": numbers for key, (_, numbers, _) in zip(IPS_OUTCOMES, results)}
-    return {"rows": rows}
+        results = list(pool.map(_ideas_worker, ["ips"] * len(missing), missing))
+    rows.update({f"ips, --ips-outcome {key}": numbers for key, (_, numbers, _) in zip(missing, results)})
+    return {"rows": {f"ips, --ips-outcome {key}": rows[f"ips, --ips-outcome {key}"] for key in IPS_OUTCOMES}}
+
+
+def complete_ips_outcomes(workers: int) -> None:
+    """Run the ideas IPS-outcome rows the stored results lack (after a key was added), keep everything else, and
+    rewrite toy.json / toy.md saying what was run when."""
+    path = RESULTS / "toy.json"
+    results = json.loads(path.read_text())
+    start = time.perf_counter()
+    results["ideas_ips_outcome"] = ideas_ips_outcome(workers, results["ideas_ips_outcome"])
+    results["ideas_ips_outcome_added"] = {"wall_seconds": round(time.perf_counter() - start, 1),
+                                          "machine": machine(), "commit": current_commit()}
+    path.write_text(json.dumps(results, indent=1))
+    text = markdown(results)
+    (RESULTS / "toy.md").write_text(text)
+    print(text)
 
 
 def machine() -> dict[str, Any]:
@@ -390,6 +408,11 @@ def markdown(results: dict[str, Any]) -> str:
     for name, row in results["ideas_ips_outcome"]["rows"].items():
         cells = [pm(np.array(row[k]), 4 if k == "mean_reward" else 3) for k in IDEA_COLUMNS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    keys_added = results.get("ideas_ips_outcome_added")
+    if keys_added:
+        lines += ["", f"The `semantic` row was added on {keys_added['machine']['date']} by `--ips-outcomes-only` "
+                  f"(commit {keys_added['commit']}, {keys_added['wall_seconds']} s wall); the others are from the full "
+                  "run."]
     lines += ["", "### Claims", ""]
     for section in ("bandit_main", "bandit_equal", "multiplicity", "hypergrid", "ideas"):
         for claim, ok in results[section]["claims"].items():
@@ -503,6 +526,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="processes for the ideas table (default 2)")
     parser.add_argument("--hypergrid-only", action="store_true",
                         help="run only the hyper-grid rows the stored results lack and update them around it")
+    parser.add_argument("--ips-outcomes-only", action="store_true",
+                        help="run only the ideas IPS-outcome rows the stored results lack and update them around it")
     parser.add_argument("--population-only", action="store_true",
                         help="rerun only the ideas rows that use the population code (" + ", ".join(POPULATION_METHODS)
                         + ") and update the stored results around them")
@@ -512,6 +537,9 @@ def main() -> None:
         return
     if args.hypergrid_only:
         complete_hypergrid()
+        return
+    if args.ips_outcomes_only:
+        complete_ips_outcomes(args.workers)
         return
     start = time.perf_counter()
     results: dict[str, Any] = {}

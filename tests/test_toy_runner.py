@@ -219,6 +219,13 @@ def test_ideas_ips_counts_outcomes_by_the_chosen_key():
     cells = env.outcome_key(near, "cell")
     expected = torch.tensor([4.0 / int((cells == c).sum()) for c in cells])
     assert torch.allclose(by_cell.shaped_rewards(rollout, rewards, None), expected[None])
+    # semantic: classes by cosine of the idea vectors, learned without the landscape, kept across steps
+    semantic = Trainer(env, Method.parse("ips"), TrainConfig(steps=1, group_size=4, lr=0.1, ips_outcome="semantic"),
+                       [0])
+    assert semantic.outcome_keys(rollout).tolist() == [[0, 0, 0, 1]]
+    assert torch.allclose(semantic.shaped_rewards(rollout, rewards, None), torch.tensor([[4 / 3, 4 / 3, 4 / 3, 4.0]]))
+    later = idea_rollout(env.centres[[5, 0, 2, 2]][None])
+    assert semantic.outcome_keys(later).tolist() == [[1, 0, 2, 2]]
 
 
 def test_ideas_log_distinct_outcomes_per_group():

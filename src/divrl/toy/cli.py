@@ -61,7 +61,10 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "alpha_lr": ("--alpha-lr", float, "maxent: dual-descent step of alpha (default 0.01)"),
     "ips_epsilon": ("--ips-epsilon", float, "ips: probability floor epsilon (default 1e-3)"),
     "ips_outcome": ("--ips-outcome", str, "ips on ideas: what one outcome is: peak (the quality peak giving Q(x), "
-                    "default) | grid4 (4 x 4 behaviour grid) | cell (the QD 10 x 10 cell)"),
+                    "default) | grid4 (4 x 4 behaviour grid) | cell (the QD 10 x 10 cell) | semantic (leader "
+                    "clustering of the idea vectors, cosine >= --semantic-threshold: no knowledge of the landscape)"),
+    "semantic_threshold": ("--semantic-threshold", float, "ips on ideas with --ips-outcome semantic: cosine "
+                           "similarity at which an idea joins a class (default 0.6)"),
     "beta_new": ("--beta-new", float, "qd: bonus for a new archive cell (default 0.5)"),
     "beta_imp": ("--beta-imp", float, "qd: bonus for an improved cell (default 0.3)"),
     "novelty_gamma": ("--novelty-gamma", float, "maxent: novelty coefficient (default 0.3)"),

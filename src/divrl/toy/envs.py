@@ -308,7 +308,7 @@ class IdeaEnv:
         """Discrete outcome (..., ) long of ideas x (..., dim) for IPS; `kind` is one of IDEA_OUTCOMES."""
         if kind == "peak":
             return self.bumps(x).argmax(-1)
-        if kind not in IDEA_OUTCOMES:
+        if kind not in IDEA_OUTCOMES or kind == "semantic":
             raise ValueError(f"unknown ideas outcome key {kind!r}; valid: {', '.join(IDEA_OUTCOMES)}")
         dims = self.archive_dims if kind == "cell" else [4, 4]
         grid = GridArchive(dims, self.archive_ranges)
@@ -321,5 +321,8 @@ class IdeaEnv:
 # families) the idea belongs to. "grid4": a coarse 4 x 4 grid over seed 000's behaviour b(x). "cell": the QD
 # archive's 10 x 10 behaviour cell; with G = 16 about 14 of a group's 16 ideas fall in distinct cells, so every
 # reward is scaled by about the same factor and group-std normalisation cancels IPS almost entirely.
-IDEA_OUTCOMES = ("peak", "grid4", "cell")
+# "semantic": classes of similar ideas found without the landscape (leader clustering of the idea vectors by cosine
+# similarity, `divrl.core.LeaderClusters`, as `ips_outcome_key='semantic'` does for LLM text); kept per policy by
+# the runner, so `IdeaEnv.outcome_key` does not compute it.
+IDEA_OUTCOMES = ("peak", "grid4", "cell", "semantic")
 

@@ -27,6 +27,7 @@ from divrl.core import (
     FLOWRL_BETA,
     AdaptiveEntropyCoefficient,
     GridArchive,
+    LeaderClusters,
     NoveltyMemory,
     OutcomeCounts,
     archive_bonus,
@@ -85,6 +86,7 @@ class TrainConfig:
     ips_epsilon: float = 1e-3
     ips_exact: bool = False  # tabular only: divide by the exact outcome probability, not the group frequency
     ips_outcome: str = "peak"  # ideas only: what counts as one outcome for IPS (envs.IDEA_OUTCOMES)
+    semantic_threshold: float = 0.6  # ideas with ips_outcome 'semantic': cosine at which an idea joins a class
     beta_new: float = 0.5
     beta_imp: float = 0.3
     novelty_capacity: int = 512
@@ -118,6 +120,7 @@ class TrainConfig:
             "alpha_lr": (math.isfinite(self.alpha_lr) and self.alpha_lr > 0, positive),
             "ips_epsilon": (math.isfinite(self.ips_epsilon) and self.ips_epsilon > 0, positive),
             "ips_outcome": (self.ips_outcome in IDEA_OUTCOMES, "one of " + ", ".join(IDEA_OUTCOMES)),
+            "semantic_threshold": (-1 <= self.semantic_threshold <= 1, "a cosine similarity in [-1, 1]"),
             "beta_new": (math.isfinite(self.beta_new) and self.beta_new >= 0, non_negative),
             "beta_imp": (math.isfinite(self.beta_imp) and self.beta_imp >= 0, non_negative),
             "novelty_capacity": (self.novelty_capacity >= 1, at_least_one),
@@ -193,6 +196,8 @@ class Trainer:
         self.novelty = [NoveltyMemory(cfg.novelty_capacity, cfg.novelty_k, cfg.novelty_gamma) for _ in range(num)]
         self.alphas = [AdaptiveEntropyCoefficient(cfg.target_entropy, cfg.alpha_lr) for _ in range(num)]
         self.counts = [OutcomeCounts(cfg.count_coef, cfg.count_scope) for _ in range(num)]
+        self.clusters = [LeaderClusters(cfg.semantic_threshold) for _ in range(num)]
+        self._keys: tuple[Rollout, torch.Tensor] | None = None  # this step's outcome keys (semantic ones are stateful)
         self.entropy = torch.zeros(num)  # mean token entropy per member of the latest batch, before its update
         self.ref_rollout: Rollout | None = None
         if method.divergence != "reverse_kl":
@@ -214,10 +219,16 @@ class Trainer:
 
     # -- per-sample views used by the components ------------------------------------------------------
     def outcome_keys(self, rollout: Rollout) -> torch.Tensor:
-        """IPS outcome of each sample (P, N): the tabular outcome id, or the ideas' `ips_outcome` key."""
-        if isinstance(self.env, IdeaEnv):
+        """IPS outcome of each sample (P, N): the tabular outcome id, or the ideas' `ips_outcome` key ('semantic':
+        each member's leader clusters, assigned once per batch)."""
+        if not isinstance(self.env, IdeaEnv):
+            return rollout.outcomes
+        if self.cfg.ips_outcome != "semantic":
             return self.env.outcome_key(rollout.outcomes, self.cfg.ips_outcome)
-        return rollout.outcomes
+        if self._keys is None or self._keys[0] is not rollout:
+            keys = torch.tensor([c.assign(ideas) for c, ideas in zip(self.clusters, rollout.outcomes, strict=True)])
+            self._keys = (rollout, keys)
+        return self._keys[1]
 
     def _descriptors(self, rollout: Rollout) -> torch.Tensor:
         if isinstance(self.env, IdeaEnv):

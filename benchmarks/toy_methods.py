@@ -1,0 +1,136 @@
+"""Every divrl method side by side on the tabular toy environments (issue 15's methods x environments table).
+
+For each environment and method, 5 seeds of `divrl toy` with the environment's CLI defaults; from the last 10
+steps of each seed: the policy's expected reward (exact outcome distribution x outcome rewards), the modes it
+covers (reported outcome groups holding at least a quarter of their reward-proportional target mass), the L1
+distance to that target and pass@k (k = 4: P(one of 4 samples reaches the best reward)). Each cell is the mean
+over seeds with a 95% Student-t interval.
+
+Resumable: each (environment, method) row is written to benchmarks/results/toy_methods.json as it finishes and
+skipped on the next run. Run: `.venv/bin/python benchmarks/toy_methods.py` (about 20 min on 2 cores, one thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from divrl.toy.cli import ENV_DEFAULTS
+from divrl.toy.envs import TabularEnv, make_bandit, make_hypergrid, make_multiplicity_grid
+from divrl.toy.runner import TrainConfig, train
+
+SEEDS = [42, 142, 242, 342, 442]
+RESULTS = Path(__file__).parent / "results"
+METHODS = ["grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count", "unlikely", "passk", "ips+count",
+           "pop+ips+qd"]
+# name -> (CLI environment whose defaults apply, builder, what it tests)
+ENVS: dict[str, tuple[str, Any, str]] = {
+    "bandit-equal": ("bandit", lambda: make_bandit([1, 1, 1, 0], initial_logits=[2.0, 0.0, -1.0, 0.0]),
+                     "arms paying 1, 1, 1, 0 from logits 2, 0, -1, 0: equal rewards, a skewed start"),
+    "multiplicity": ("multiplicity", make_multiplicity_grid,
+                     "two outcomes paying 1, reached by 35 and 7 paths"),
+    "hypergrid": ("hypergrid", make_hypergrid, "hyper-grid D = 2, H = 8: 4 modes"),
+}
+COVERED = 0.25  # a mode counts as covered when it holds >= this share of its target mass
+# Two-sided 95% Student-t quantiles by degrees of freedom (no scipy dependency for one table).
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def interval(values: np.ndarray) -> dict[str, float]:
+    """Mean and 95% Student-t interval over seeds."""
+    mean = float(values.mean())
+    if len(values) < 2:
+        return {"mean": mean, "low": mean, "high": mean}
+    half = T975.get(len(values) - 1, 1.96) * float(values.std(ddof=1)) / np.sqrt(len(values))
+    return {"mean": mean, "low": mean - half, "high": mean + half}
+
+
+def row(env: TabularEnv, cfg: TrainConfig, method: str) -> dict[str, Any]:
+    """Train `method` on every seed; per-seed final metrics and their intervals."""
+    start = time.perf_counter()
+    run = train(env, method, cfg, SEEDS)
+    final = run.final_distribution  # (seeds, O): mean exact distribution over the last 10 steps
+    target = env.target.double().numpy()
+    group_target = np.array([target[g].sum() for g in env.freq_groups])
+    group_mass = np.stack([final[:, g].sum(axis=1) for g in env.freq_groups], axis=1)
+    scored = group_target > 0
+    per_seed = {
+        "reward": final @ env.outcome_rewards.double().numpy(),
+        "modes": (group_mass[:, scored] >= COVERED * group_target[scored]).sum(axis=1).astype(float),
+        "l1_to_target": run.curves["l1_to_target"][:, -10:].mean(axis=1),
+        "pass_at_k": run.curves["pass_at_k"][:, -10:].mean(axis=1),
+    }
+    return {"per_seed": {k: v.tolist() for k, v in per_seed.items()},
+            **{k: interval(v) for k, v in per_seed.items()},
+            "modes_total": int(scored.sum()), "seconds": round(time.perf_counter() - start, 1)}
+
+
+def _cell(stats: dict[str, float], digits: int = 3) -> str:
+    return f"{stats['mean']:.{digits}f} [{stats['low']:.{digits}f}, {stats['high']:.{digits}f}]"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The BENCHMARKS.md fragment: one table per environment."""
+    lines = ["## Every method on the toy environments (issue 15)", "",
+             f"{len(SEEDS)} seeds ({', '.join(map(str, SEEDS))}) per cell, each environment's `divrl toy` defaults "
+             f"(pass@k uses k = 4); means over seeds with 95% Student-t intervals, from the last 10 steps. Reward: "
+             f"the policy's expected reward; modes: reported outcome groups holding >= {COVERED} of their "
+             f"reward-proportional target mass; L1: distance of the outcome distribution to that target; pass@4: "
+             f"P(one of 4 samples reaches the best reward). Produced by `benchmarks/toy_methods.py` "
+             f"({results['machine']}, {results['date']}).", ""]
+    for env_name, (_, _, what) in ENVS.items():
+        rows = results["envs"].get(env_name, {})
+        if not rows:
+            continue
+        total = next(iter(rows.values()))["modes_total"]
+        lines += [f"**{env_name}**: {what}.", "",
+                  f"| method | reward | modes (of {total}) | L1 to target | pass@4 | seconds |",
+                  "|---|---|---|---|---|---|"]
+        for method in METHODS:
+            if method in rows:
+                r = rows[method]
+                lines.append(f"| {method} | {_cell(r['reward'])} | {_cell(r['modes'], 1)} | "
+                             f"{_cell(r['l1_to_target'])} | {_cell(r['pass_at_k'])} | {r['seconds']} |")
+        lines.append("")
+    missing = [f"{e}/{m}" for e in ENVS for m in METHODS if m not in results["envs"].get(e, {})]
+    if missing:
+        lines += [f"PARTIAL: {len(missing)} rows still to run ({', '.join(missing)}); rerun the script to add them.",
+                  ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", default=",".join(ENVS), help="comma-separated subset of " + ", ".join(ENVS))
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of the methods")
+    args = parser.parse_args()
+    path = RESULTS / "toy_methods.json"
+    results = json.loads(path.read_text()) if path.exists() else {"envs": {}}
+    results.update(machine=f"{platform.processor() or platform.machine()}, {__import__('os').cpu_count()} cores",
+                   date=datetime.date.today().isoformat())
+    for env_name in args.envs.split(","):
+        cli_env, build, _ = ENVS[env_name]
+        env, cfg = build(), TrainConfig(**ENV_DEFAULTS[cli_env])
+        done = results["envs"].setdefault(env_name, {})
+        for method in args.methods.split(","):
+            if method in done:
+                continue
+            done[method] = row(env, cfg, method)
+            r = done[method]
+            print(f"{env_name:13s} {method:11s} reward {_cell(r['reward'])}  modes {_cell(r['modes'], 1)}  "
+                  f"L1 {_cell(r['l1_to_target'])}  pass@4 {_cell(r['pass_at_k'])}  ({r['seconds']} s)", flush=True)
+            path.write_text(json.dumps(results, indent=1))
+            (RESULTS / "toy_methods.md").write_text(markdown(results) + "\n")
+    (RESULTS / "toy_methods.md").write_text(markdown(results) + "\n")
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
