@@ -52,6 +52,11 @@ TRAINERS: dict[str, tuple[str | None, dict[str, Any], str | None, float | None]]
     "qd": ("QDGRPOTrainer", {}, "vanilla", 1.03),
     "maxent": ("MaxEntGRPOTrainer", {}, "vanilla", 1.10),
     "divergence": ("DivergenceGRPOTrainer", {"divergence": "js", "beta": 0.0}, "vanilla_beta", 1.05),
+    # Issue 13 / 15 methods: each should add <= 3% to a step (issue 15).
+    "count": ("CountBonusGRPOTrainer", {"ips_outcome_key": "text"}, "vanilla", 1.03),
+    "semantic": ("IPSGRPOTrainer", {"ips_outcome_key": "semantic"}, "vanilla", 1.03),
+    "passk": ("PassAtKGRPOTrainer", {"passk": 2}, "vanilla", 1.03),  # groups of 4 here: k = 2
+    "unlikely": ("UnlikelinessGRPOTrainer", {}, "vanilla", 1.03),
 }
 
 
