@@ -46,3 +46,65 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "prompts.jsonl"
     path.write_text(text)
     return path
+
+
+def _sample(model_dir: Path, out: Path, score, **options):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from divrl.trainers.rehearsal import sample_reference
+
+    return sample_reference(AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir),
+                            ["solve 2 + 3", "the answer is"], out, num_samples=3, max_new_tokens=4, score=score,
+                            **options)
+
+
+def test_dph_rl_split_keeps_solved_prompts_for_rehearsal_and_the_rest_for_exploration(tiny_qwen3: Path,
+                                                                                    tmp_path: Path) -> None:
+    from datasets import load_from_disk
+
+    from divrl.trainers.rehearsal import EXPLORATION_FILE, RehearsalSet
+
+    out = _sample(tiny_qwen3, tmp_path / "split", lambda index, text: float(index == 0), split=True)
+    rows = load_from_disk(str(out))
+    assert len(RehearsalSet(out, temperature=1.0)) == 3 and set(rows["prompt"]) == {json.dumps("solve 2 + 3")}
+    assert rows["reward"] == [1.0, 1.0, 1.0]
+    assert (out / EXPLORATION_FILE).read_text() == json.dumps({"prompt": "the answer is"}) + "\n"
+    assert json.loads((out / "divrl_rehearsal.json").read_text())["rehearsal_prompts"] == 1
+
+
+def test_correct_only_keeps_every_prompts_correct_samples(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from datasets import load_from_disk
+
+    out = _sample(tiny_qwen3, tmp_path / "correct", lambda index, text: float(index == 1), correct_only=True)
+    assert set(load_from_disk(str(out))["prompt"]) == {json.dumps("the answer is")}
+    with pytest.raises(ValueError, match="no prompt was solved in all 3 reference samples"):
+        _sample(tiny_qwen3, tmp_path / "none", lambda index, text: 0.0, split=True)
+    with pytest.raises(ValueError, match="needs a score function"):
+        _sample(tiny_qwen3, tmp_path / "unscored", None, correct_only=True)
+
+
+def test_recipe_task_scores_with_the_tasks_first_reward(tiny_qwen3: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from divrl.trainers.sample_reference_cli import _RecipeTask
+
+    recipe = _RecipeTask(str(Path(__file__).parents[1] / "recipes/embedded-cpu/hypospace-boolean/js.yaml"))
+    recipe.load_prompts(AutoTokenizer.from_pretrained(tiny_qwen3))
+    assert recipe.stop_strings == ("\nEND",) and len(recipe.prompts) == len(recipe.rows) > 0
+    observations = recipe.rows[0]["observations"]
+    assert recipe.score(0, "garbage") == 0.0
+    valid = next(answer for answer in (" NOT x\nEND", " x\nEND", " NOT y\nEND", " y\nEND")
+                 if recipe.score(0, answer) > 0)  # one of them fits any single observation
+    assert valid and observations
+
+
+def test_train_prompts_keep_only_the_listed_rows(tmp_path: Path) -> None:
+    from datasets import Dataset
+
+    from divrl.train import keep_listed_prompts
+
+    dataset = Dataset.from_dict({"prompt": ["a", "b", "c"], "id": [1, 2, 3]})
+    listed = _write(tmp_path, '{"prompt": "c"}\n{"prompt": "a"}\n')
+    assert keep_listed_prompts(dataset, listed)["id"] == [1, 3]
+    with pytest.raises(ValueError, match="none of the 1 prompts"):
+        keep_listed_prompts(dataset, _write(tmp_path, '{"prompt": "z"}\n'))

@@ -8,6 +8,7 @@ A recipe is one YAML file holding three argument groups, parsed TRL-style by `Tr
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +69,10 @@ class TrainScriptArguments(TaskArguments):
         "help": "Completions N per instance in a recovery evaluation."})
     recovery_eval_max_new_tokens: int | None = field(default=None, metadata={
         "help": "Token limit of recovery-evaluation completions (default: max_completion_length)."})
+    train_prompts: str | None = field(default=None, metadata={
+        "help": "JSONL file of prompts to train on, one {\"prompt\": ...} per line (e.g. OUT/exploration.jsonl of "
+                "`divrl sample-reference --split`, DPH-RL's exploration set): rows of the split whose prompt is not "
+                "listed are dropped. Default: every row."})
     dry_run: bool = field(default=False, metadata={
         "help": f"Build everything with the recipe's settings on a tiny local model and run one step, on the CPU "
                 f"(use_cpu, no bf16, float32, no vLLM), writing into OUTPUT_DIR/{DRY_RUN_SUBDIR} (never the real run's "
@@ -115,6 +120,8 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
         style = "chat" if getattr(tokenizer, "chat_template", None) else "base"
     dataset = task.train_dataset(split=script_args.split, style=style, seed=script_args.split_seed,
                                  limit=script_args.instance_limit, n_exemplars=script_args.n_exemplars)
+    if script_args.train_prompts is not None:
+        dataset = keep_listed_prompts(dataset, Path(script_args.train_prompts))
     eval_dataset = None  # the held-out split, for the recovery callback and TRL's own eval loop (eval_strategy)
     trl_eval = getattr(training_args.eval_strategy, "value", training_args.eval_strategy) != "no"
     if script_args.recovery_eval or trl_eval:
@@ -135,6 +142,20 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
             trainer, task, instances=script_args.recovery_eval_instances, samples=script_args.recovery_eval_samples,
             max_new_tokens=script_args.recovery_eval_max_new_tokens))
     return trainer
+
+
+def keep_listed_prompts(dataset: Any, path: Path) -> Any:
+    """The rows of `dataset` whose prompt `path` lists (JSONL of {"prompt": ...}); ValueError naming the file when it
+    lists none of them (another task, split or prompt style)."""
+    from divrl.trainers.sample_reference_cli import read_prompts
+
+    listed = {json.dumps(prompt, sort_keys=True) for prompt in read_prompts(path, "prompt")}
+    kept = dataset.filter(lambda row: json.dumps(row["prompt"], sort_keys=True) in listed)
+    if len(kept) == 0:
+        raise ValueError(f"train_prompts: none of the {len(listed)} prompts in {str(path)!r} is a prompt of this "
+                         "recipe's training split (sample it with `divrl sample-reference --recipe` from the same "
+                         "recipe, model and prompt style)")
+    return kept
 
 
 def dry_run_model(training_args: Any) -> str:
