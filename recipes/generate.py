@@ -40,6 +40,10 @@ METHODS: dict[str, dict[str, Any]] = {
     # 80/20 Rule"'s policy loss on the top 20% highest-entropy tokens.
     "clip-higher": {"epsilon_high": 0.28},
     "top-entropy": {"top_entropy_quantile": 0.2},
+    # "The Entropy Mechanism of RL for Reasoning LMs" (Cui et al. 2025): verl's clip_cov / kl_cov defaults; KL-Cov
+    # needs a reused batch (two passes over each generation).
+    "clip-cov": {"cov_method": "clip_cov", "cov_ratio": 2e-4},
+    "kl-cov": {"cov_method": "kl_cov", "cov_ratio": 2e-4, "num_iterations": 2},
     "flowrl": {"flowrl": True},  # baseline of seed 001's comparisons (Zhu et al. 2025 defaults: beta 15, clip 0.2)
 }
 

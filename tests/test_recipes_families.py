@@ -107,5 +107,5 @@ def test_gemma3_multimodal_recipe_puts_no_lora_on_the_vision_tower(tiny_gemma3_m
 def test_sharded_family_has_no_method_that_refuses_zero3():
     methods = {path.stem for path in (RECIPES / "qwen3-30b-a3b").glob("*/*.yaml")}
     assert methods == {"grpo", "ips", "qd", "maxent", "fkl", "js", "count", "unlikely", "passk", "clip-higher",
-                       "top-entropy"}
+                       "clip-cov", "kl-cov", "top-entropy"}
     assert generator.MODELS["qwen3-30b-a3b"]["accelerate_config"] == "deepspeed_zero3.yaml"

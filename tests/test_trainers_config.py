@@ -36,6 +36,10 @@ from trainer_helpers import ToyTask, distinct_chars_reward, lora_config, make_co
         ({"qd": True, "multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
         ({"novelty_coef": 0.1, "multi_objective_aggregation": "normalize_then_sum"}, "multi_objective_aggregation"),
         ({"unlikeliness_beta": 1.5}, "unlikeliness_beta"),
+        ({"cov_method": "cov"}, "cov_method"),
+        ({"cov_method": "kl_cov"}, "cov_method"),  # a batch used once: |log pi - log pi_old| = 0
+        ({"cov_method": "clip_cov", "cov_ratio": 0.0}, "cov_ratio"),
+        ({"cov_method": "clip_cov", "cov_clip_bounds": [5.0, 1.0]}, "cov_clip_bounds"),
         ({"semantic_threshold": 2.0}, "semantic_threshold"),
         ({"semantic_embedding": "bert"}, "semantic_embedding"),
         ({"semantic_max_classes": 0}, "semantic_max_classes"),

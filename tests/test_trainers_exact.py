@@ -501,3 +501,44 @@ def test_semantic_outcome_classes_key_ips_and_persist_across_steps(tiny_qwen3: P
     assert record[1]["table_reward"] == pytest.approx([2.0, 2.0, 4.0, 4.0])
     assert logged(trainer.state.log_history, "semantic/classes") == [2.0, 3.0]  # the birds found the third class
     assert len(trainer.diversity_state.clusters) == 3
+
+
+def _lora_grads(trainer) -> list[torch.Tensor]:
+    return [p.grad for n, p in trainer.model.named_parameters() if "lora_" in n and p.grad is not None]
+
+
+def test_clip_cov_stops_the_policy_gradient_of_the_selected_tokens(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # Every token eligible (ratio 1, bounds wide): Clip-Cov detaches them all, so the policy loss has no gradient.
+    from divrl import DivRLTrainer
+
+    tokenizer = _tokenizer(tiny_qwen3)
+    trainer = DivRLTrainer(str(tiny_qwen3), _reward_table({c: float(len(c)) for c in COMPLETIONS}),
+                           args=make_config(tmp_path, cov_method="clip_cov", cov_ratio=1.0,
+                                            cov_clip_bounds=[-1e9, 1e9], max_completion_length=16),
+                           train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    randomize_lora(trainer.model)
+    inputs = _generation_batch(trainer, tokenizer, COMPLETIONS)
+    trainer.compute_loss(trainer.model, inputs).backward()
+    assert all(g.abs().max() == 0 for g in _lora_grads(trainer))
+    assert trainer._metrics["train"]["cov/selected_fraction"][-1] == 1.0
+    trainer.model.zero_grad()
+    trainer.args.cov_method = None
+    trainer.compute_loss(trainer.model, inputs).backward()
+    assert any(g.abs().max() > 0 for g in _lora_grads(trainer))
+
+
+def test_kl_cov_adds_the_absolute_log_ratio_on_the_top_covariance_tokens(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl import DivRLTrainer
+
+    tokenizer = _tokenizer(tiny_qwen3)
+    trainer = DivRLTrainer(str(tiny_qwen3), _reward_table({c: float(len(c)) for c in COMPLETIONS}),
+                           args=make_config(tmp_path, cov_method="kl_cov", cov_ratio=1.0, cov_kl_coef=2.0,
+                                            num_iterations=2, max_completion_length=16),
+                           train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
+    randomize_lora(trainer.model)
+    inputs = _generation_batch(trainer, tokenizer, COMPLETIONS)
+    inputs["old_per_token_logps"] = inputs["old_per_token_logps"] - 0.5  # |log pi - log pi_old| = 0.5 everywhere
+    with_term = trainer.compute_loss(trainer.model, inputs).item()
+    trainer.args.cov_method = None
+    without = trainer.compute_loss(trainer.model, inputs).item()
+    assert with_term - without == pytest.approx(2.0 * 0.5, rel=1e-4)  # every token selected (ratio 1)

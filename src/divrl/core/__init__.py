@@ -3,6 +3,7 @@
 from divrl.core.advantages import group_advantages, length_bins, length_conditional_advantages
 from divrl.core.archive import AddStatus, ArchiveStats, GridArchive, archive_bonus
 from divrl.core.counts import COUNT_SCOPES, OutcomeCounts
+from divrl.core.covariance import clip_cov_selection, kl_cov_selection, token_covariance
 from divrl.core.divergence import (
     DIVERGENCES,
     exact_divergence,
@@ -52,6 +53,7 @@ __all__ = [
     "OutcomeCounts",
     "archive_bonus",
     "average_state_dicts",
+    "clip_cov_selection",
     "distinct_outcomes",
     "empirical_distribution",
     "exact_divergence",
@@ -60,6 +62,7 @@ __all__ = [
     "hashed_ngram_embedding",
     "ips_scale",
     "ips_scale_exact",
+    "kl_cov_selection",
     "kl_divergence",
     "l1_distance",
     "length_bins",
@@ -74,6 +77,7 @@ __all__ = [
     "project_to_rank",
     "select_top",
     "selection_scores",
+    "token_covariance",
     "trajectory_balance_loss",
     "unlikeliness_factors",
     "vendi_score",

@@ -25,6 +25,7 @@ SEMANTIC_EMBEDDINGS = ("ngram", "task")
 ARCHIVE_SCOPES = ("global", "prompt")
 NOVELTY_EMBEDDINGS = ("ngram", "hidden", "task")
 DIVERGENCE_ESTIMATORS = ("policy", "rehearsal")
+COVARIANCE_METHODS = ("clip_cov", "kl_cov")
 
 
 
@@ -129,6 +130,22 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "normalisation (seed 000, Eq. 6: L = 3; centred within each bin, then scaled as `scale_rewards` says: "
         "by the bin's std for 'group'). 0 = off (TRL's normalisation). Default 0."))
 
+    # --- Covariance-targeted entropy control (Cui et al. 2025, verl's clip_cov / kl_cov policy losses) ---
+    cov_method: str | None = field(default=Unset(None), metadata=_help(
+        "'clip_cov': stop the policy gradient of a random cov_ratio share of the completion tokens whose "
+        "covariance (A - mean A)(log pi - mean log pi) lies in cov_clip_bounds (tokens PPO's clip already stops "
+        "excluded); 'kl_cov': add cov_kl_coef |log pi - log pi_old| on the top cov_ratio share of tokens by "
+        "covariance (acts only when a batch is reused: num_iterations > 1, or steps_per_generation > "
+        "gradient_accumulation_steps, or vLLM's importance correction; TRL's clipped surrogate is kept where verl's "
+        "kl_cov drops the clip). Default None (off)."))
+    cov_ratio: float = field(default=2e-4, metadata=_help(
+        "Share of completion tokens Clip-Cov / KL-Cov act on (at least one per micro-batch; verl's default 2e-4). "
+        "Default 2e-4."))
+    cov_clip_bounds: list[float] = field(default_factory=lambda: [1.0, 5.0], metadata=_help(
+        "Clip-Cov: (low, high) covariance bounds of the eligible tokens (verl's defaults). Default [1.0, 5.0]."))
+    cov_kl_coef: float = field(default=1.0, metadata=_help(
+        "KL-Cov: coefficient of |log pi - log pi_old| on the selected tokens (verl's ppo_kl_coef). Default 1.0."))
+
     # --- Divergence to the initial policy (seed 004, DPH-RL) ---
     divergence: str | None = field(default=Unset(None), metadata=_help(
         "Divergence to the reference (initial) policy added to the loss: 'reverse_kl', 'forward_kl', 'js' or "
@@ -207,6 +224,17 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         _check_choice("count_bonus_scope", self.count_bonus_scope, COUNT_SCOPES)
         _check(math.isfinite(self.count_bonus_coef) and self.count_bonus_coef >= 0, "count_bonus_coef",
                f"must be a finite number >= 0 (0 = off), got {self.count_bonus_coef}")
+        if self.cov_method is not None:
+            _check_choice("cov_method", self.cov_method, COVARIANCE_METHODS)
+            _check(0 < self.cov_ratio <= 1, "cov_ratio", f"must be in (0, 1], got {self.cov_ratio}")
+            _check(len(self.cov_clip_bounds) == 2 and self.cov_clip_bounds[0] < self.cov_clip_bounds[1],
+                   "cov_clip_bounds", f"must be [low, high] with low < high, got {self.cov_clip_bounds}")
+            _check(self.cov_kl_coef >= 0, "cov_kl_coef", f"must be >= 0, got {self.cov_kl_coef}")
+            reused = (self.gradient_accumulation_steps % (self.steps_per_generation * self.num_iterations) != 0
+                      or (self.use_vllm and self.vllm_importance_sampling_correction))
+            _check(self.cov_method != "kl_cov" or reused, "cov_method",
+                   "'kl_cov' penalises |log pi - log pi_old|, which is 0 with zero gradient on a batch used once: "
+                   "set num_iterations > 1 (or steps_per_generation > gradient_accumulation_steps)")
         _check(0 <= self.unlikeliness_beta <= 1, "unlikeliness_beta",
                f"must be in [0, 1] (0 = off; the factor 1 - beta * rank / G stays >= 0), got {self.unlikeliness_beta}")
         _check(self.passk == 0 or 2 <= self.passk < self.num_generations, "passk",

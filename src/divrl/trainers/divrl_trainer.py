@@ -13,6 +13,8 @@ Where each method hooks into TRL (trl 1.16):
   the tokens the bonus acts on (TRL's top-entropy tokens when `top_entropy_quantile` < 1).
 - Divergence: `_compute_loss`, from the per-token log-probs TRL's loss forward already computed (captured,
   not recomputed), aggregated like TRL's entropy bonus (masked token mean / gradient-accumulation steps).
+- Clip-Cov: the loss forward's log-probs are detached on the selected tokens (`_get_per_token_logps_and_entropies`
+  while TRL's loss runs), which stops their policy gradient; KL-Cov: a term added in `_compute_loss`.
 - FlowRL: `divrl.trainers.flowrl.FlowRLMixin` (a base class) replaces GRPO's surrogate in `_compute_loss`.
 All algorithms live in `divrl.core`; this module only wires them into TRL.
 """
@@ -42,14 +44,17 @@ from divrl.core import (
     NoveltyMemory,
     OutcomeCounts,
     archive_bonus,
+    clip_cov_selection,
     distinct_outcomes,
     hashed_ngram_embedding,
     ips_scale,
+    kl_cov_selection,
     length_conditional_advantages,
     mean_pairwise_cosine_distance,
     passk_advantages,
     per_token_divergence,
     policy_sample_divergence_loss,
+    token_covariance,
     unlikeliness_factors,
     vendi_score_of_embeddings,
     vendi_score_of_keys,
@@ -190,6 +195,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         self._rehearsal_cursor = 0
         self._entropy_window: torch.Tensor | None = None
         self._capturing_loss_forward = False
+        self._loss_inputs: dict[str, Any] | None = None  # the micro-batch TRL's loss is computing (Clip-Cov)
         self._loss_forward: tuple | None = None
         self._loss_entropy_mask: torch.Tensor | None = None
         self._global_rewards_per_func: torch.Tensor | None = None
@@ -534,8 +540,30 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     def _get_per_token_logps_and_entropies(self, model, *args, **kwargs):  # noqa: D102 (TRL hook)
         result = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
         if self._capturing_loss_forward:
+            if self.args.cov_method == "clip_cov" and self.model.training:
+                result = (self._clip_cov(result[0], self._loss_inputs), *result[1:])
             self._loss_forward = result
         return result
+
+    def _clip_cov(self, per_token_logps: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor:
+        """The log-probs with the Clip-Cov tokens detached (no policy gradient through them): a random cov_ratio
+        share of the tokens with covariance inside cov_clip_bounds, skipping those PPO's clip stops already."""
+        mask = inputs["completion_mask"].bool()
+        advantages = inputs["advantages"]
+        old = inputs.get("old_per_token_logps")
+        ratio = (per_token_logps.detach() - (per_token_logps.detach() if old is None else old)).exp()
+        adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+        clipped = -adv * ratio.clamp(1 - self.epsilon_low, 1 + self.epsilon_high) > -adv * ratio
+        low, high = self.args.cov_clip_bounds
+        selected = clip_cov_selection(token_covariance(per_token_logps, advantages, mask), self.args.cov_ratio,
+                                      low, high, excluded=clipped & mask)
+        self._log_cov_selection(selected, mask)
+        return torch.where(selected, per_token_logps.detach(), per_token_logps)
+
+    def _log_cov_selection(self, selected: torch.Tensor, mask: torch.Tensor) -> None:
+        """Log `cov/selected_fraction`: the share of completion tokens Clip-Cov / KL-Cov acted on (global)."""
+        totals = self.accelerator.reduce(torch.stack([selected.sum(), mask.sum()]).float(), "sum")
+        self._metrics["train"]["cov/selected_fraction"].append((totals[0] / totals[1].clamp(min=1.0)).item())
 
     def get_high_entropy_mask(self, entropies, mask, threshold):  # noqa: D102 (TRL hook)
         result = super().get_high_entropy_mask(entropies, mask, threshold)
@@ -548,11 +576,13 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         if entropy_controller is not None:
             self.entropy_coef = entropy_controller.alpha
         self._capturing_loss_forward = True
+        self._loss_inputs = inputs
         self._loss_entropy_mask = None
         try:
             loss = super()._compute_loss(model, inputs)
         finally:
             self._capturing_loss_forward = False
+            self._loss_inputs = None
         per_token_logps, entropies, _ = self._loss_forward
         self._loss_forward = None
         mode = "train" if self.model.training else "eval"
@@ -568,6 +598,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
                 loss = loss + self._divergence_term(per_token, mask, accumulation, mode)
             elif mode == "train":
                 loss = loss + self._rehearsal_divergence_term(model, accumulation)
+        if self.args.cov_method == "kl_cov" and mode == "train" and inputs.get("old_per_token_logps") is not None:
+            loss = loss + self._kl_cov_term(per_token_logps, inputs, mask, accumulation)
         if entropy_controller is not None and mode == "train":
             # Measure the entropy the bonus drives: TRL's bonus acts on the top-entropy tokens when
             # top_entropy_quantile < 1, so the controller measures those same tokens.
@@ -575,6 +607,15 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             self._update_entropy_controller(entropy_controller, entropies, bonus_mask)
         self._loss_entropy_mask = None
         return loss
+
+    def _kl_cov_term(self, per_token_logps: torch.Tensor, inputs: dict[str, Any], mask: torch.Tensor,
+                     accumulation: float) -> torch.Tensor:
+        """KL-Cov: cov_kl_coef x |log pi - log pi_old| on the top cov_ratio share of tokens by covariance, as a
+        masked token mean scaled for gradient accumulation."""
+        selected = kl_cov_selection(token_covariance(per_token_logps, inputs["advantages"], mask), self.args.cov_ratio)
+        self._log_cov_selection(selected, mask.bool())
+        penalty = (per_token_logps - inputs["old_per_token_logps"]).abs() * selected * mask
+        return self.args.cov_kl_coef * penalty.sum() / mask.sum().clamp(min=1.0) / accumulation
 
     def _behaviour_correction(self, per_token_logps: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor | None:
         """pi / pi_sampler per token (detached): the batch was sampled by an older policy (several optimizer steps

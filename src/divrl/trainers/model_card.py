@@ -38,6 +38,9 @@ _PASSK = _paper("article", "chen2025passk", "Pass@k Training for Adaptively Bala
                 "Large Reasoning Models", "2508.10751",
                 author="Chen, Zhipeng and Qin, Xiaobo and Wu, Youbin and Ling, Yue and Ye, Qinghao and Zhao, Wayne Xin "
                        "and Shi, Guang", year=2025)
+_ENTROPY_MECHANISM = _paper("article", "cui2025entropy",
+                            "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models",
+                            "2505.22617", author="Cui, Ganqu and others", year=2025)
 
 # (name, tag, paper, enabled?) in the order the card lists them.
 _METHODS: tuple[tuple[str, str, dict[str, Any], Any], ...] = (
@@ -51,6 +54,8 @@ _METHODS: tuple[tuple[str, str, dict[str, Any], Any], ...] = (
     ("Count-bonus GRPO", "count-bonus-grpo", _OUTCOME_EXPLORATION, lambda a: a.count_bonus_enabled),
     ("Unlikeliness GRPO", "unlikeliness-grpo", _UNLIKELY, lambda a: a.unlikeliness_enabled),
     ("Pass@k GRPO", "passk-grpo", _PASSK, lambda a: a.passk_enabled),
+    ("Clip-Cov", "clip-cov", _ENTROPY_MECHANISM, lambda a: a.cov_method == "clip_cov"),
+    ("KL-Cov", "kl-cov", _ENTROPY_MECHANISM, lambda a: a.cov_method == "kl_cov"),
 )
 
 

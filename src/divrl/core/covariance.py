@@ -1,0 +1,57 @@
+"""Clip-Cov and KL-Cov (Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language
+Models"): entropy collapses through the few tokens whose log-prob and advantage covary most, so act on those.
+
+Per token, Cov = (A - mean A) (log pi - mean log pi), means over the batch's completion tokens. Clip-Cov stops the
+policy gradient of a random `ratio` share of the tokens whose Cov lies in (low, high), skipping tokens PPO's
+clip already stops; KL-Cov adds kl_coef |log pi - log pi_old| on the top `ratio` share of tokens by Cov.
+Defaults follow verl's `clip_cov` / `kl_cov` policy losses (ratio 2e-4, bounds (1, 5), KL coefficient 1).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def token_covariance(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(A - mean A)(log pi - mean log pi) per token (B, T), means over the masked tokens; -inf outside the mask.
+    `advantages` is (B,) (one per sequence, broadcast over its tokens) or (B, T)."""
+    if logps.dim() != 2 or mask.shape != logps.shape:
+        raise ValueError(f"logps and mask must be (batch, tokens) of one shape, got {tuple(logps.shape)} and "
+                         f"{tuple(mask.shape)}")
+    valid = mask.bool()
+    adv = (advantages.unsqueeze(1) if advantages.dim() == 1 else advantages).expand_as(logps).detach().float()
+    logps = logps.detach().float()
+    count = valid.sum().clamp(min=1)
+    adv_mean = (adv * valid).sum() / count
+    logp_mean = (logps * valid).sum() / count
+    covariance = (adv - adv_mean) * (logps - logp_mean)
+    return covariance.masked_fill(~valid, -torch.inf)
+
+
+def clip_cov_selection(covariance: torch.Tensor, ratio: float, low: float, high: float,
+                       excluded: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Boolean (B, T): max(1, int(ratio x valid tokens)) tokens drawn uniformly among those with low < Cov < high
+    and not `excluded` (the tokens PPO's clip already stops); fewer if fewer qualify."""
+    valid = torch.isfinite(covariance)
+    eligible = valid & (covariance > low) & (covariance < high)
+    if excluded is not None:
+        eligible &= ~excluded
+    selected = torch.zeros_like(eligible)
+    candidates = torch.nonzero(eligible)
+    if len(candidates):
+        budget = max(int(ratio * int(valid.sum())), 1)
+        order = torch.randperm(len(candidates), generator=generator)[:budget]
+        chosen = candidates[order.to(candidates.device)]
+        selected[chosen[:, 0], chosen[:, 1]] = True
+    return selected
+
+
+def kl_cov_selection(covariance: torch.Tensor, ratio: float) -> torch.Tensor:
+    """Boolean (B, T): the max(1, int(ratio x valid tokens)) valid tokens of largest Cov."""
+    valid = torch.isfinite(covariance)
+    selected = torch.zeros_like(valid)
+    count = int(valid.sum())
+    if count:
+        top = covariance.flatten().topk(max(int(ratio * count), 1)).indices
+        selected.view(-1)[top] = True
+    return selected & valid
