@@ -28,8 +28,10 @@ from divrl.toy.runner import TrainConfig, train
 
 SEEDS = [42, 142, 242, 342, 442]
 RESULTS = Path(__file__).parent / "results"
-METHODS = ["grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count", "unlikely", "passk", "ips+count",
-           "pop+ips+qd"]
+METHODS = ["grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count", "unlikely", "passk", "clipcov",
+           "klcov", "ips+count", "pop+ips+qd"]
+# The only setting that differs between methods: KL-Cov acts on a reused batch (|log pi - log pi_old| = 0 otherwise).
+METHOD_OVERRIDES: dict[str, dict[str, Any]] = {"klcov": {"updates_per_batch": 2}}
 # name -> (CLI environment whose defaults apply, builder, what it tests)
 ENVS: dict[str, tuple[str, Any, str]] = {
     "bandit-equal": ("bandit", lambda: make_bandit([1, 1, 1, 0], initial_logits=[2.0, 0.0, -1.0, 0.0]),
@@ -80,7 +82,8 @@ def markdown(results: dict[str, Any]) -> str:
     """The BENCHMARKS.md fragment: one table per environment."""
     lines = ["## Every method on the toy environments (issue 15)", "",
              f"{len(SEEDS)} seeds ({', '.join(map(str, SEEDS))}) per cell, each environment's `divrl toy` defaults "
-             f"(pass@k uses k = 4); means over seeds with 95% Student-t intervals, from the last 10 steps. Reward: "
+             f"(pass@k uses k = 4; klcov takes the 2 updates per batch it needs); means over seeds with 95% Student-t "
+             f"intervals, from the last 10 steps. Reward: "
              f"the policy's expected reward; modes: reported outcome groups holding >= {COVERED} of their "
              f"reward-proportional target mass; L1: distance of the outcome distribution to that target; pass@4: "
              f"P(one of 4 samples reaches the best reward). Produced by `benchmarks/toy_methods.py` "
@@ -117,12 +120,13 @@ def main() -> None:
                    date=datetime.date.today().isoformat())
     for env_name in args.envs.split(","):
         cli_env, build, _ = ENVS[env_name]
-        env, cfg = build(), TrainConfig(**ENV_DEFAULTS[cli_env])
+        env = build()
         done = results["envs"].setdefault(env_name, {})
         for method in args.methods.split(","):
             if method in done:
                 continue
-            done[method] = row(env, cfg, method)
+            done[method] = row(env, TrainConfig(**{**ENV_DEFAULTS[cli_env], **METHOD_OVERRIDES.get(method, {})}),
+                               method)
             r = done[method]
             print(f"{env_name:13s} {method:11s} reward {_cell(r['reward'])}  modes {_cell(r['modes'], 1)}  "
                   f"L1 {_cell(r['l1_to_target'])}  pass@4 {_cell(r['pass_at_k'])}  ({r['seconds']} s)", flush=True)

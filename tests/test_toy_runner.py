@@ -22,7 +22,11 @@ def test_method_parsing():
     assert Method.parse("grpo+fkl").divergence == "forward_kl" and Method.parse("js").divergence == "js"
     assert Method.parse("ips+count").count and not Method.parse("ips").count
     assert Method.parse("ips+unlikely").unlikely and Method.parse("passk").passk
-    with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js, flowrl, count, unlikely, passk"):
+    assert Method.parse("ips+clipcov").cov == "clip_cov" and Method.parse("klcov").cov == "kl_cov"
+    with pytest.raises(ValueError, match="choose one"):
+        Method.parse("clipcov+klcov")
+    with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js, flowrl, count, unlikely, passk, "
+                                         "clipcov, klcov"):
         Method.parse("ips+dpo")
     with pytest.raises(ValueError, match="choose one divergence"):
         Method.parse("fkl+js")
@@ -169,6 +173,20 @@ def test_passk_advantages_and_pass_at_k_metric():
         Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk_k=4), [0])
     run = train(BANDIT, "grpo", TrainConfig(steps=1, group_size=4, lr=1e-9, passk_k=3), [0])
     assert run.curves["pass_at_k"][0, 0] == pytest.approx(1 - 0.75**3)  # uniform start: p(best arm) = 1/4
+
+
+def test_cov_components_pick_tokens_by_covariance_and_klcov_needs_a_reused_batch():
+    with pytest.raises(ValueError, match="klcov penalises"):
+        Trainer(BANDIT, Method.parse("klcov"), TrainConfig(steps=1, group_size=4, lr=0.1), [0])
+    trainer = Trainer(BANDIT, Method.parse("klcov"), TrainConfig(steps=1, group_size=4, lr=0.1, updates_per_batch=2,
+                                                               cov_ratio=0.25), [0])
+    rollout = fixed_rollout([0, 1, 2, 3])
+    logp = trainer.policy.evaluate(trainer.params, rollout)[0].detach() + torch.tensor([0.0, 0.0, 0.0, 1.0])[:, None]
+    advantages = torch.tensor([[-1.0, -0.5, 0.5, 1.0]])
+    picked = trainer._cov_tokens(logp, logp, advantages, rollout.mask)
+    assert picked.squeeze(-1).tolist() == [[False, False, False, True]]  # the likeliest sample with A > 0
+    run = train(BANDIT, "clipcov", TrainConfig(steps=3, group_size=8, lr=0.05, cov_ratio=0.5), [0])
+    assert np.isfinite(run.curves["l1_to_target"]).all()
 
 
 def test_ips_scaling_group_and_exact():

@@ -80,6 +80,8 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "count_coef": ("--count-coef", float, "count: bonus coefficient c of c / sqrt(1 + n(x, o)) (default 0.5)"),
     "count_scope": ("--count-scope", str, "count: prompt (n per prompt and outcome, default) | global (over prompts)"),
     "unlikely_beta": ("--unlikely-beta", float, "unlikely: beta_rank of r (1 - beta rank / G) (default 0.25)"),
+    "cov_ratio": ("--cov-ratio", float, "clipcov / klcov: share of tokens acted on, at least one (default 2e-4)"),
+    "cov_kl_coef": ("--cov-kl-coef", float, "klcov: coefficient of |log pi - log pi_old| (default 1)"),
     "passk_k": ("--passk-k", int, "passk: k of the best-of-k advantages; also the k of the pass_at_k metric "
                 "(default 4)"),
     "flowrl_beta": ("--flowrl-beta", float, "flowrl: reward scale beta_r (default 15, FlowRL's value for LLM "

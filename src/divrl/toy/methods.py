@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count", "unlikely", "passk")
+COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count", "unlikely", "passk", "clipcov",
+              "klcov")
+COVARIANCE_OF = {"clipcov": "clip_cov", "klcov": "kl_cov"}  # component -> DivRLConfig.cov_method
 DIVERGENCE_OF = {"fkl": "forward_kl", "js": "js"}  # component -> divrl.core divergence replacing reverse KL
 
 
@@ -21,6 +23,7 @@ class Method:
     count: bool = False  # cross-step outcome-count bonus c / sqrt(1 + n(x, o)) (historical UCB exploration)
     unlikely: bool = False  # unlikeliness reward: r (1 - beta rank / G), rank by the sample's log-prob
     passk: bool = False  # pass@k (best-of-k) advantages replace group normalisation
+    cov: str | None = None  # Clip-Cov / KL-Cov on the highest-covariance tokens ('clip_cov' | 'kl_cov')
     divergence: str = "reverse_kl"  # regulariser toward the frozen initial policy
 
     @classmethod
@@ -33,10 +36,14 @@ class Method:
                              f"valid: {', '.join(COMPONENTS)} (combine with '+', e.g. pop+ips+qd)")
         if len(set(parts)) != len(parts):
             raise ValueError(f"method {name!r} repeats a component")
+        covariance = [p for p in parts if p in COVARIANCE_OF]
+        if len(covariance) > 1:
+            raise ValueError(f"method {name!r} combines clipcov and klcov: choose one")
         divergences = [p for p in parts if p in DIVERGENCE_OF]
         if len(divergences) > 1:
             raise ValueError(f"method {name!r} combines {' and '.join(divergences)}: choose one divergence")
         return cls(name=name.strip(), ips="ips" in parts, qd="qd" in parts, maxent="maxent" in parts,
                    pop="pop" in parts, flowrl="flowrl" in parts, count="count" in parts,
                    unlikely="unlikely" in parts, passk="passk" in parts,
+                   cov=COVARIANCE_OF[covariance[0]] if covariance else None,
                    divergence=DIVERGENCE_OF[divergences[0]] if divergences else "reverse_kl")

@@ -6,7 +6,8 @@ archive bonuses), `maxent` (adaptive entropy bonus, kNN novelty, length-conditio
 divergence to the frozen initial policy, on samples drawn from it, replacing the reverse KL), `flowrl`
 (FlowRL's trajectory-balance loss with a learned log Z replacing the clipped surrogate), `count` (a bonus
 c / sqrt(1 + n) for each rewarded outcome, n = its count over the run), `unlikely` (rewards times
-1 - beta rank / G, rank by the sample's mean log-prob), `passk` (best-of-k advantages). All
+1 - beta rank / G, rank by the sample's mean log-prob), `passk` (best-of-k advantages), `clipcov` / `klcov`
+(Clip-Cov / KL-Cov on the tokens whose log-prob and advantage covary most). All
 algorithmic pieces come from `divrl.core`; this module only wires them to the toy policies.
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
@@ -32,11 +33,13 @@ from divrl.core import (
     OutcomeCounts,
     archive_bonus,
     average_state_dicts,
+    clip_cov_selection,
     distinct_outcomes,
     empirical_distribution,
     group_advantages,
     ips_scale,
     ips_scale_exact,
+    kl_cov_selection,
     kl_divergence,
     l1_distance,
     length_conditional_advantages,
@@ -47,6 +50,7 @@ from divrl.core import (
     perturb_relative_,
     select_top,
     selection_scores,
+    token_covariance,
     trajectory_balance_loss,
     unlikeliness_factors,
 )
@@ -101,6 +105,8 @@ class TrainConfig:
     count_scope: str = "prompt"  # count: 'prompt' (n per prompt and outcome) or 'global' (over prompts; ideas only)
     unlikely_beta: float = 0.25  # unlikely: beta_rank (the release's Lean recipe)
     passk_k: int = 4  # passk: k of the best-of-k advantages; every method's pass_at_k metric uses it too
+    cov_ratio: float = 2e-4  # clipcov / klcov: share of a member's batch tokens acted on (at least one)
+    cov_kl_coef: float = 1.0  # klcov: coefficient of |log pi - log pi_old|
     # flowrl: reward scale beta_r of the trajectory-balance residual. FlowRL's published 15 is tuned for LLM
     # rewards; on the toys it leaves no interior fixed point (see divrl.toy.fixed_points, benchmarks/toy_flowrl.py).
     flowrl_beta: float = FLOWRL_BETA
@@ -135,6 +141,8 @@ class TrainConfig:
             "count_scope": (self.count_scope in COUNT_SCOPES, "one of " + ", ".join(COUNT_SCOPES)),
             "unlikely_beta": (0 <= self.unlikely_beta <= 1, "in [0, 1]"),
             "passk_k": (self.passk_k >= 1, at_least_one),
+            "cov_ratio": (0 < self.cov_ratio <= 1, "in (0, 1]"),
+            "cov_kl_coef": (math.isfinite(self.cov_kl_coef) and self.cov_kl_coef >= 0, non_negative),
             "flowrl_beta": (math.isfinite(self.flowrl_beta) and self.flowrl_beta > 0, positive),
             "optimizer": (self.optimizer in ("adam", "sgd"), "adam or sgd"),
             "adv_scale": (self.adv_scale in ("group", "batch", "none"), "group, batch or none"),
@@ -172,6 +180,9 @@ class Trainer:
         if method.passk and not 2 <= cfg.passk_k < cfg.group_size:
             raise ValueError(f"passk needs 2 <= --passk-k < --group-size, got --passk-k {cfg.passk_k} with "
                              f"--group-size {cfg.group_size}")
+        if method.cov == "kl_cov" and cfg.updates_per_batch < 2:
+            raise ValueError("klcov penalises |log pi - log pi_old|, which is 0 with zero gradient on a batch's first "
+                             "update: set --updates 2 or more")
         self.env, self.method, self.cfg, self.seeds = env, method, cfg, seeds
         self.members = cfg.population if method.pop else 1
         num = len(seeds) * self.members
@@ -336,6 +347,9 @@ class Trainer:
             member_entropy = (token_entropy * mask).sum((1, 2)) / mask.sum((1, 2))
             if step == 0:  # on-policy: the first pass gives the sampling policy's log-probs
                 old_logp, entropy = logp.detach(), member_entropy.detach()
+            selected = self._cov_tokens(logp, old_logp, advantages, mask) if method.cov else None
+            if method.cov == "clip_cov":
+                logp = torch.where(selected, logp.detach(), logp)
             if method.flowrl:
                 assert ref_logp is not None
                 loss = self.trajectory_balance(rollout, logp, old_logp, ref_logp, advantages)
@@ -351,11 +365,31 @@ class Trainer:
                 logp_on_ref = policy.evaluate(self.params, self.ref_rollout)[0]
                 div = per_token_divergence(logp_on_ref, self.ref_logp, method.divergence, samples_from="reference")
                 loss = loss + cfg.dph_coef * self._per_member_mean(div, self.ref_rollout.mask)
+            if method.cov == "kl_cov":
+                loss = loss + cfg.cov_kl_coef * self._per_member_mean((logp - old_logp).abs() * selected, mask)
             loss = loss - entropy_coef * member_entropy
             self.optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()
             self.optimizer.step()
         return entropy
+
+    @torch.no_grad()
+    def _cov_tokens(self, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
+                    ) -> torch.Tensor:
+        """Per member, the Clip-Cov (bounds (1, 5), tokens PPO's clip stops excluded) or KL-Cov (top share) tokens
+        by covariance of log-prob and advantage over the member's batch: (P, N, T) booleans."""
+        cfg, picked = self.cfg, []
+        ratio = (logp - old_logp).exp()
+        adv = advantages[..., None]
+        clipped = -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip) > -adv * ratio
+        for p, generator in enumerate(g for g in self.generators for _ in range(self.members)):
+            cov = token_covariance(logp[p], advantages[p], mask[p])
+            if self.method.cov == "clip_cov":
+                chosen = clip_cov_selection(cov, cfg.cov_ratio, 1.0, 5.0, clipped[p] & (mask[p] > 0), generator)
+            else:
+                chosen = kl_cov_selection(cov, cfg.cov_ratio)
+            picked.append(chosen)
+        return torch.stack(picked)
 
     @torch.no_grad()
     def population_step(self, rollout: Rollout, rewards: torch.Tensor) -> None:
