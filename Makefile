@@ -26,6 +26,7 @@ demo: $(VENV)/.installed
 # hours long, is `make bench-recovery`; see each script's --help for --quick).
 bench: $(VENV)/.installed
 	$(PY) benchmarks/toy_reproduction.py
+	$(PY) benchmarks/toy_methods.py
 	$(PY) benchmarks/toy_flowrl.py
 	$(PY) benchmarks/verifier_throughput.py
 	$(PY) benchmarks/molecule_scoring.py
