@@ -74,3 +74,33 @@ def test_bad_sft_settings_name_the_field(tiny_qwen3: Path, tmp_path: Path) -> No
     with pytest.raises(ValueError, match="use_peft"):
         main(["--config", recipe, "--use_peft", "false", "--model_name_or_path", str(tiny_qwen3),
               "--output_dir", str(tmp_path)])
+
+
+def test_cpu_sft_projects_only_the_labelled_positions_with_the_same_loss(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # TRL scores every position off Triton; divrl's SFT lets the CPU score the completion positions only.
+    from unittest.mock import patch
+
+    import trl.trainer.utils as trl_utils
+
+    from divrl.sft import build_trainer, labelled_positions_only, parse_recipe
+
+    recipe = str(RECIPES / "hypospace-voxel.yaml")
+    script, sft_args, model_args = parse_recipe(["--config", recipe, "--model_name_or_path", str(tiny_qwen3),
+                                                 "--output_dir", str(tmp_path), "--instance_limit", "20",
+                                                 "--per_device_train_batch_size", "4"])
+    trainer = build_trainer(script, sft_args, model_args)
+    batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    labelled = int((batch["labels"][:, 1:] != -100).sum())
+    rows: list[int] = []
+    original = trl_utils._ChunkedLogProbFunction.apply
+
+    def spy(hidden, *args):
+        rows.append(hidden.shape[0])
+        return original(hidden, *args)
+
+    with patch.object(trl_utils._ChunkedLogProbFunction, "apply", spy):
+        everything = trainer.compute_loss(trainer.model, dict(batch))
+        with labelled_positions_only():
+            compact = trainer.compute_loss(trainer.model, dict(batch))
+    assert rows == [batch["labels"][:, 1:].numel(), labelled] and labelled < rows[0] / 2
+    torch.testing.assert_close(compact, everything)

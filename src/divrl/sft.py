@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,25 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
                       processing_class=tokenizer, peft_config=lora_config_from_model_args(model_args))
 
 
+@contextmanager
+def labelled_positions_only() -> Iterator[None]:
+    """Let TRL's fused LM head project only the positions that carry a label (the completion) on the CPU too.
+
+    TRL scores only labelled positions on Triton devices and every position elsewhere, so that compiling backends
+    (Neuron) see fixed tile shapes; on the CPU nothing compiles, and with zero-shot HypoSpace prompts the prompt is
+    4-5x the completion, so most of the head's work (about half a step's FLOPs) is thrown away. Same loss, metrics
+    and gradients; only which rows enter the projection changes (the kernel itself still picks its CPU path).
+    """
+    import trl.trainer.utils as trl_utils
+
+    original = trl_utils._use_triton
+    trl_utils._use_triton = lambda device: device.type == "cpu" or original(device)
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = original
+
+
 def save_merged(trainer: Any, out: Path) -> Path:
     """Merge the trained LoRA adapter into a fresh unquantized copy of the base and save it (with the tokenizer)
     as a full checkpoint; the trainer's own model is left as it is."""
@@ -113,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not model_args.use_peft:
         raise ValueError("divrl sft trains a LoRA adapter: set use_peft true (the merged checkpoint comes from it)")
     trainer = build_trainer(script, sft_args, model_args)
-    trainer.train(resume_from_checkpoint=sft_args.resume_from_checkpoint)
+    with labelled_positions_only():
+        trainer.train(resume_from_checkpoint=sft_args.resume_from_checkpoint)
     trainer.save_model(sft_args.output_dir)
     trainer.save_state()
     if script.merge and trainer.accelerator.is_main_process:
