@@ -46,6 +46,7 @@ PROMPTS = [f"idea {i}: propose a {w} experiment about {t}" for i, (w, t) in enum
 TRAINERS: dict[str, tuple[str | None, dict[str, Any], str | None, float | None]] = {
     "vanilla": (None, {}, None, None),
     "vanilla_beta": (None, {"beta": 0.04}, None, None),
+    "vanilla_reuse": (None, {"num_iterations": 2}, None, None),  # every batch used twice (KL-Cov's baseline)
     # Every method off: what divrl's own plumbing and CPU kernels cost (or save) before any method runs.
     "divrl": ("DivRLTrainer", {}, "vanilla", None),
     "ips": ("IPSGRPOTrainer", {"ips_outcome_key": "text"}, "vanilla", 1.03),
@@ -57,6 +58,8 @@ TRAINERS: dict[str, tuple[str | None, dict[str, Any], str | None, float | None]]
     "semantic": ("IPSGRPOTrainer", {"ips_outcome_key": "semantic"}, "vanilla", 1.03),
     "passk": ("PassAtKGRPOTrainer", {"passk": 2}, "vanilla", 1.03),  # groups of 4 here: k = 2
     "unlikely": ("UnlikelinessGRPOTrainer", {}, "vanilla", 1.03),
+    "clip_cov": ("DivRLTrainer", {"cov_method": "clip_cov"}, "vanilla", 1.03),
+    "kl_cov": ("DivRLTrainer", {"cov_method": "kl_cov", "num_iterations": 2}, "vanilla_reuse", 1.03),
 }
 
 
