@@ -317,7 +317,9 @@ def test_population_refuses_sharded_engines(engine: str, tiny_qwen3: Path, tmp_p
         population_trainer(tiny_qwen3, tmp_path)
 
 
-@pytest.mark.parametrize("method", [{"unlikeliness_beta": 0.25}, {"passk": 2}, {"count_bonus_coef": 0.5}])
+@pytest.mark.parametrize("method", [{"unlikeliness_beta": 0.25}, {"passk": 2}, {"count_bonus_coef": 0.5},
+                                    {"ips_outcome_key": "semantic"}, {"cov_method": "clip_cov"},
+                                    {"cov_method": "kl_cov", "num_iterations": 2}])
 def test_issue_15_methods_compose_with_ips_in_a_population(method: dict[str, Any], tiny_qwen3: Path,
                                                          tmp_path: Path) -> None:
     trainer = population_trainer(tiny_qwen3, tmp_path, trainer_name="DivRLTrainer", population=True, ips=True,
