@@ -34,6 +34,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/population_overhead.py
 	$(PY) benchmarks/cpu_step.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/eval_time.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/sft_step.py
 	$(PY) benchmarks/report.py
 
 # The real-model recovery experiment: hours on 2 CPU cores. It keeps its state in benchmarks/state/ and

@@ -13,7 +13,7 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results"
 # Fragments in reading order; any other fragment follows alphabetically.
 ORDER = ("demo", "toy", "toy_methods", "toy_flowrl", "trainer_overhead", "population_overhead", "verifier_throughput",
-         "molecule_scoring", "cpu_step", "eval_time", "hypospace_recovery_v2", "hypospace_recovery",
+         "molecule_scoring", "cpu_step", "eval_time", "sft_step", "hypospace_recovery_v2", "hypospace_recovery",
          "hypospace_recovery_quick")
 
 HEADER = """# divrl benchmarks
