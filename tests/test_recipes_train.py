@@ -66,6 +66,8 @@ def test_task_arg_overrides_parse_yaml_values():
     ("hypospace-boolean", "maxent", "maxent/alpha"),
     ("molecules", "fkl", "divergence/forward_kl"),
     ("ideas", "js", "divergence/js"),
+    ("hypospace-boolean", "kl-cov", "cov/selected_fraction"),
+    ("molecules", "clip-cov", "cov/selected_fraction"),
 ])
 def test_dry_run_trains_one_step_with_the_recipe_settings(task, method, metric, tmp_path):
     """One embedded-cpu recipe per task (each with a different method) builds and trains a step in a dry run."""
