@@ -108,3 +108,21 @@ def test_train_prompts_keep_only_the_listed_rows(tmp_path: Path) -> None:
     assert keep_listed_prompts(dataset, listed)["id"] == [1, 3]
     with pytest.raises(ValueError, match="none of the 1 prompts"):
         keep_listed_prompts(dataset, _write(tmp_path, '{"prompt": "z"}\n'))
+
+
+def test_cli_with_a_recipe_samples_the_training_prompts_and_judges_them(tiny_qwen3: Path, tmp_path: Path,
+                                                                       capsys) -> None:
+    # A random tiny model writes no valid expression: the correct-only set would be empty, and the CLI says so.
+    from divrl.cli import main
+
+    recipe = Path(__file__).parents[1] / "recipes/embedded-cpu/hypospace-boolean/js.yaml"
+    base = ["sample-reference", "--model", str(tiny_qwen3), "--recipe", str(recipe), "--num-samples", "1",
+            "--max-new-tokens", "3", "--quantize", "none"]
+    assert main([*base, "--out", str(tmp_path / "correct"), "--correct-only"]) == 2
+    assert "no reference sample is correct" in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp_path / "all")]) == 0
+    meta = json.loads((tmp_path / "all" / "divrl_rehearsal.json").read_text())
+    assert meta["stop_strings"] == ["\nEND"] and meta["num_prompts"] == meta["rows"] > 0
+    assert main(["sample-reference", "--model", str(tiny_qwen3), "--prompts",
+                 str(_write(tmp_path, '{"prompt": "a"}\n')), "--out", str(tmp_path / "x"), "--split"]) == 2
+    assert "give --recipe" in capsys.readouterr().err
