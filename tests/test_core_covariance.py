@@ -31,3 +31,12 @@ def test_kl_cov_takes_the_largest_covariances() -> None:
     cov = torch.tensor([[0.5, 2.0, -torch.inf], [9.0, -4.0, 3.0]])
     assert kl_cov_selection(cov, ratio=0.4).tolist() == [[False, False, False], [True, False, True]]
     assert kl_cov_selection(torch.full((1, 2), -torch.inf), ratio=0.5).sum() == 0
+
+
+def test_ppo_clipped_marks_the_tokens_whose_surrogate_is_at_its_clip() -> None:
+    from divrl.core import ppo_clipped
+
+    log_ratio = torch.log(torch.tensor([[1.5, 0.5, 1.1], [1.5, 0.5, 0.9]]))
+    # A > 0: clipped above 1 + 0.2 only; A < 0: clipped below 1 - 0.2 only
+    assert ppo_clipped(torch.tensor([1.0, -1.0]), log_ratio, 0.2, 0.2).tolist() == [[True, False, False],
+                                                                                    [False, True, False]]

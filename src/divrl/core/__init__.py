@@ -3,7 +3,7 @@
 from divrl.core.advantages import group_advantages, length_bins, length_conditional_advantages
 from divrl.core.archive import AddStatus, ArchiveStats, GridArchive, archive_bonus
 from divrl.core.counts import COUNT_SCOPES, OutcomeCounts
-from divrl.core.covariance import clip_cov_selection, kl_cov_selection, token_covariance
+from divrl.core.covariance import clip_cov_selection, kl_cov_selection, ppo_clipped, token_covariance
 from divrl.core.divergence import (
     DIVERGENCES,
     exact_divergence,
@@ -74,6 +74,7 @@ __all__ = [
     "per_token_divergence",
     "policy_sample_divergence_loss",
     "perturb_relative_",
+    "ppo_clipped",
     "project_to_rank",
     "select_top",
     "selection_scores",

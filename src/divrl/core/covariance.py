@@ -28,6 +28,15 @@ def token_covariance(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.
     return covariance.masked_fill(~valid, -torch.inf)
 
 
+def ppo_clipped(advantages: torch.Tensor, log_ratio: torch.Tensor, clip_low: float, clip_high: float) -> torch.Tensor:
+    """Boolean (B, T): tokens where PPO's clipped surrogate -A clip(r, 1 - low, 1 + high) exceeds -A r, i.e. the
+    clip is active and their policy gradient is already 0 (Clip-Cov leaves them out). `advantages` is (B,) or
+    (B, T); r = exp(log_ratio)."""
+    ratio = log_ratio.detach().exp()
+    adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    return -adv * ratio.clamp(1 - clip_low, 1 + clip_high) > -adv * ratio
+
+
 def clip_cov_selection(covariance: torch.Tensor, ratio: float, low: float, high: float,
                        excluded: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Boolean (B, T): max(1, int(ratio x valid tokens)) tokens drawn uniformly among those with low < Cov < high

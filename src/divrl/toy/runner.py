@@ -48,6 +48,7 @@ from divrl.core import (
     passk_advantages,
     per_token_divergence,
     perturb_relative_,
+    ppo_clipped,
     select_top,
     selection_scores,
     token_covariance,
@@ -379,9 +380,8 @@ class Trainer:
         """Per member, the Clip-Cov (bounds (1, 5), tokens PPO's clip stops excluded) or KL-Cov (top share) tokens
         by covariance of log-prob and advantage over the member's batch: (P, N, T) booleans."""
         cfg, picked = self.cfg, []
-        ratio = (logp - old_logp).exp()
-        adv = advantages[..., None]
-        clipped = -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip) > -adv * ratio
+        clipped = ppo_clipped(advantages.flatten(), (logp - old_logp).flatten(0, 1), cfg.clip, cfg.clip
+                              ).view_as(logp)
         for p, generator in enumerate(g for g in self.generators for _ in range(self.members)):
             cov = token_covariance(logp[p], advantages[p], mask[p])
             if self.method.cov == "clip_cov":

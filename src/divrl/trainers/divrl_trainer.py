@@ -54,6 +54,7 @@ from divrl.core import (
     passk_advantages,
     per_token_divergence,
     policy_sample_divergence_loss,
+    ppo_clipped,
     token_covariance,
     unlikeliness_factors,
     vendi_score_of_embeddings,
@@ -551,9 +552,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         mask = inputs["completion_mask"].bool()
         advantages = inputs["advantages"]
         old = inputs.get("old_per_token_logps")
-        ratio = (per_token_logps.detach() - (per_token_logps.detach() if old is None else old)).exp()
-        adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
-        clipped = -adv * ratio.clamp(1 - self.epsilon_low, 1 + self.epsilon_high) > -adv * ratio
+        log_ratio = per_token_logps.detach() - (per_token_logps.detach() if old is None else old)
+        clipped = ppo_clipped(advantages, log_ratio, self.epsilon_low, self.epsilon_high)
         low, high = self.args.cov_clip_bounds
         selected = clip_cov_selection(token_covariance(per_token_logps, advantages, mask), self.args.cov_ratio,
                                       low, high, excluded=clipped & mask)
