@@ -228,3 +228,21 @@ def test_cpu_sampler_generates_what_transformers_generates(tiny_qwen3: Path) -> 
     assert torch.equal(produced, expected)
     start, pad = prompts.shape[1], model.generation_config.pad_token_id
     assert produced.shape[1] == start + 7 and produced[0, start + 3] == eos and (produced[0, start + 4 :] == pad).all()
+
+
+def test_cpu_sampler_reports_the_log_probs_of_the_tokens_it_drew(tiny_qwen3: Path) -> None:
+    from trainer_helpers import completion_logps
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen3, dtype=torch.float32)
+    torch.manual_seed(0)
+    prompts = torch.randint(0, model.config.vocab_size, (3, 4))
+    recorded: list[torch.Tensor] = []
+    cpu_fast.add_decode_sampler(model, recorded.append)
+    produced = model.generate(prompts, max_new_tokens=6, do_sample=True, top_k=0, temperature=0.7,
+                              eos_token_id=None)
+    assert len(recorded) == 1 and recorded[0].shape == (3, 6)
+    expected = completion_logps(model, produced, torch.ones_like(produced), 6, temperature=0.7)
+    torch.testing.assert_close(recorded[0], expected, atol=1e-4, rtol=1e-4)
+    model.generate(prompts, max_new_tokens=2, do_sample=False)  # greedy decoding is transformers' own: no record
+    assert len(recorded) == 1

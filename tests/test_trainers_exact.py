@@ -478,6 +478,54 @@ def test_unlikeliness_scales_rewards_by_likelihood_rank(tiny_qwen3: Path, tmp_pa
     assert recorder.steps[0]["table_reward"] == pytest.approx(expected)
 
 
+def test_unlikeliness_ranks_by_the_cpu_samplers_log_probs_without_an_extra_forward(tiny_qwen3: Path,
+                                                                                   tmp_path: Path) -> None:
+    # Sampling for real (no script): the ranks come from the probabilities divrl's CPU sampler drew the tokens
+    # with, which equal a plain forward's at temperature 0.8, and the step runs no forward more than without it.
+    from transformers import AutoModelForCausalLM
+
+    from divrl import DivRLTrainer
+
+    def constant_reward(completions: list, **_: Any) -> list[float]:
+        return [1.0] * len(completions)
+
+    tokenizer = _tokenizer(tiny_qwen3)
+    forwards: dict[float, int] = {}
+    for beta in (0.0, 0.5):
+        recorder = _RecordRewards()
+        trainer = DivRLTrainer(str(tiny_qwen3), constant_reward, train_dataset=prompt_dataset(),
+                               args=make_config(tmp_path / str(beta), max_steps=1, temperature=0.8,
+                                                unlikeliness_beta=beta),
+                               processing_class=tokenizer, peft_config=lora_config(), callbacks=[recorder.callback])
+        recorder.trainer = trainer
+        forwards[beta] = 0
+        generated: list[tuple] = []
+        logps_and_entropies, sequence_logps = trainer._get_per_token_logps_and_entropies, trainer._sequence_logps
+
+        def counted(*args: Any, _inner=logps_and_entropies, _beta=beta, **kwargs: Any) -> Any:
+            forwards[_beta] += 1
+            return _inner(*args, **kwargs)
+
+        def captured(_inner=sequence_logps, _trainer=trainer, _generated=generated) -> torch.Tensor:
+            _generated.append(_trainer._generated)
+            return _inner()
+
+        trainer._get_per_token_logps_and_entropies, trainer._sequence_logps = counted, captured
+        trainer.train()
+    assert forwards[0.5] == forwards[0.0] > 0
+    prompt_ids, completion_ids, sampled = generated[0]
+    assert sampled is not None  # the sampler's own log-probs, not a forward
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3)  # the LoRA adapter starts as the identity
+    means = []
+    for prompt, completion in zip(prompt_ids, completion_ids, strict=True):
+        input_ids = torch.tensor([prompt + completion])
+        expected = completion_logps(base, input_ids, torch.ones_like(input_ids), len(completion), temperature=0.8)
+        assert sampled[len(means)] == pytest.approx(expected[0].tolist(), abs=1e-4)
+        means.append(expected.mean().item())
+    ranks = torch.tensor(means).argsort().argsort()
+    assert recorder.steps[0]["constant_reward"] == pytest.approx((1 - 0.5 * ranks / 4).tolist())
+
+
 def test_passk_replaces_advantages_by_best_of_k_advantages(tiny_qwen3: Path, tmp_path: Path) -> None:
     from divrl.core import passk_advantages
 

@@ -5,8 +5,8 @@ rarely the same string, so every text would be its own outcome and IPS would do 
 2025, "Jointly Reinforcing Diversity and Quality in Language Model Generations") partitions a group's answers
 into equivalence classes with a learned classifier; divrl's offline stand-in is leader clustering on embeddings
 (hashed character n-grams by default): a completion joins the class whose leader is most similar to it when that
-cosine similarity is >= threshold, else it founds a new class. Leaders persist across steps (and checkpoints), so a class
-keeps its key over training, which the count bonus needs.
+cosine similarity is >= threshold, else it founds a new class. Leaders persist across steps (and checkpoints), so a
+class keeps its key over training, which the count bonus needs.
 """
 
 from __future__ import annotations

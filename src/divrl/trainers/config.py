@@ -75,9 +75,9 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     unlikeliness_beta: float = field(default=Unset(0.0), metadata=_help(
         "beta_rank of the unlikeliness reward: the task rewards of a group's samples are multiplied by "
         "1 - beta * rank / G, rank = position by mean per-token log-prob under the sampling policy (0 = least "
-        "likely), so a likely correct sample earns less than an unlikely one. Log-probs come from vLLM's sampling "
-        "log-probs when present, else one no-grad forward over the completions. The paper's release uses 0.25. "
-        "Default 0.0 (off)."))
+        "likely), so a likely correct sample earns less than an unlikely one. Log-probs come from the sampler "
+        "(vLLM's, or divrl's CPU sampler: free) when present, else one no-grad forward over the completions. The "
+        "paper's release uses 0.25. Default 0.0 (off)."))
 
     # --- Pass@k objective (Pass@k Training, Chen et al. 2025) ---
     passk: int = field(default=Unset(0), metadata=_help(

@@ -344,10 +344,15 @@ def cpu_sample(
     generation_config: Any,
     synced_gpus: bool = False,
     streamer: Any = None,
+    sampled_logps_sink: Callable[[torch.Tensor], None] | None = None,
     **model_kwargs: Any,
 ) -> torch.Tensor:
     """transformers' multinomial-sampling loop (`GenerationMixin._sample`) drawing with `sample_categorical`;
-    a `custom_generate` callable. Other decoding modes and rich outputs run transformers' own loop."""
+    a `custom_generate` callable. Other decoding modes and rich outputs run transformers' own loop.
+
+    `sampled_logps_sink`, when given, receives the log-probability of every drawn token under the distribution it
+    was drawn from (after the logits processors: temperature, top-k/p, ...), shape (B, new tokens), at no extra
+    forward pass; rows that had finished carry meaningless values there."""
     from transformers.generation.utils import GenerationMixin
 
     if not generation_config.do_sample or generation_config.return_dict_in_generate or streamer or synced_gpus:
@@ -359,16 +364,21 @@ def cpu_sample(
     stops_at_eos = any(hasattr(criterion, "eos_token_id") for criterion in stopping_criteria)
     unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     outputs = _prefill_distinct_rows(model, input_ids, generation_config, model_kwargs)
+    sampled_logps: list[torch.Tensor] = []
     while True:
         model_kwargs = model._update_model_kwargs_for_generation(outputs, model_kwargs)
         logits = outputs.logits[:, -1].to(copy=True, dtype=torch.float32)
         probs = torch.softmax(logits_processor(input_ids, logits), dim=-1)
         next_tokens = sample_categorical(probs)
+        if sampled_logps_sink is not None:
+            sampled_logps.append(probs.gather(1, next_tokens[:, None]).squeeze(1).log())
         if stops_at_eos:
             next_tokens = torch.where(unfinished, next_tokens, pad_token)
         input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
         unfinished &= ~stopping_criteria(input_ids, None)
         if not unfinished.any():
+            if sampled_logps_sink is not None:
+                sampled_logps_sink(torch.stack(sampled_logps, dim=1))
             return input_ids
         del outputs
         next_length = 1 if model_kwargs["use_cache"] else None
@@ -414,18 +424,20 @@ def _plain_sampling(causal_lm: Any, kwargs: dict[str, Any]) -> bool:
     return mode == GenerationMode.SAMPLE and not config.stop_strings
 
 
-def add_decode_sampler(causal_lm: Any) -> Undo:
+def add_decode_sampler(causal_lm: Any, sampled_logps_sink: Callable[[torch.Tensor], None] | None = None) -> Undo:
     """Make `causal_lm.generate` sample with `cpu_sample` when it samples plainly and no `custom_generate` is
-    given; beam search, assisted decoding and the rest run transformers' own code."""
+    given; beam search, assisted decoding and the rest run transformers' own code. `sampled_logps_sink` receives
+    each such call's sampled-token log-probs (see `cpu_sample`)."""
     if getattr(causal_lm, _SAMPLER_MARKER, False):
         return lambda: None
+    sampler = functools.partial(cpu_sample, sampled_logps_sink=sampled_logps_sink) if sampled_logps_sink else cpu_sample
 
     @functools.wraps(causal_lm.generate)
     def generate_with_cpu_sampler(*args: Any, custom_generate: Any = None, **kwargs: Any) -> Any:
         # The class's `generate` is looked up at call time, so patches of it (e.g. divrl.testing's
         # scripted_generation) still apply.
         if custom_generate is None and _plain_sampling(causal_lm, kwargs):
-            custom_generate = cpu_sample
+            custom_generate = sampler
         return type(causal_lm).generate(causal_lm, *args, custom_generate=custom_generate, **kwargs)
 
     return patch_attribute(causal_lm, "generate", generate_with_cpu_sampler, _SAMPLER_MARKER)
@@ -455,6 +467,9 @@ class CPUFastLogpsMixin:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._model_patches: list[Undo] = []
+        # sampled-token log-probs of each `cpu_sample` call since the subclass last cleared it (see
+        # `_keeps_sampled_logps`)
+        self._sampled_logps: list[torch.Tensor] = []
         super().__init__(*args, **kwargs)
         self._patch_model()
 
@@ -468,7 +483,13 @@ class CPUFastLogpsMixin:
         `add_decode_sampler` (the loss-forward head is added on first use). Subclasses add theirs."""
         if self.accelerator.device.type != "cpu":
             return []
-        return [add_decode_lm_head(causal_lm), add_decode_sampler(causal_lm)]
+        sink = self._sampled_logps.append if self._keeps_sampled_logps() else None
+        return [add_decode_lm_head(causal_lm), add_decode_sampler(causal_lm, sink)]
+
+    def _keeps_sampled_logps(self) -> bool:
+        """Whether generation appends its sampled tokens' log-probs to `self._sampled_logps` (a subclass that
+        reads them says so, and clears the list)."""
+        return False
 
     def _unpatch_model(self) -> None:
         """Give the user's model back as it was: every patch undone, the loss-forward head included."""

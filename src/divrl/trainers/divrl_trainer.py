@@ -5,7 +5,7 @@ Where each method hooks into TRL (trl 1.16):
   order, before TRL normalises and shuffles. Bonuses go into an extra reward column `divrl_bonus`
   (weight 1), the way TRL adds environment rewards, so TRL logs them and aggregates them exactly.
 - Unlikeliness reward: `_calculate_rewards` with IPS, from the sequences `_generate` returned (their mean
-  log-probs: vLLM's sampling log-probs or one no-grad forward).
+  log-probs: the sampler's own (vLLM's, or `cpu_sample`'s on the CPU) or, without them, one no-grad forward).
 - Length-conditional and pass@k advantages: `_generate_and_score_completions`, recomputed on the global batch
   and sliced back to this process exactly as TRL slices advantages.
 - Entropy: seed 000's dual-descent coefficient (`divrl.core.AdaptiveEntropyCoefficient`) sets TRL's own
@@ -376,17 +376,25 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             rewards_per_func[:, -1] = bonus.to(rewards_per_func.device, rewards_per_func.dtype)
         return rewards_per_func
 
+    def _keeps_sampled_logps(self) -> bool:  # noqa: D102 (CPUFastLogpsMixin hook)
+        return self.args.unlikeliness_enabled
+
     def _generate(self, prompts: list):  # noqa: D102 (TRL hook)
+        self._sampled_logps.clear()
         result = super()._generate(prompts)
         if self.args.unlikeliness_enabled and self.model.training:
-            prompt_ids, completion_ids, _, _, sampling_logps, *_ = result
+            prompt_ids, completion_ids, tool_mask, _, sampling_logps, *_ = result
+            if sampling_logps is None and tool_mask is None and len(self._sampled_logps) == 1:
+                sampling_logps = _leading_logps(self._sampled_logps[0], completion_ids)
             self._generated = (prompt_ids, completion_ids, sampling_logps)
+        self._sampled_logps.clear()
         return result
 
     @torch.no_grad()
     def _sequence_logps(self) -> torch.Tensor:
         """Mean per-token log-prob of each sequence of the global batch under the sampling policy (the unlikeliness
-        rank): vLLM's sampling log-probs when it returned them, else one no-grad forward of this step's sequences."""
+        rank): the sampler's log-probs when it returned them (vLLM's, or `cpu_sample`'s in one plain sampling call),
+        else one no-grad forward of this step's sequences."""
         prompt_ids, completion_ids, sampling_logps = self._generated
         self._generated = None
         device = self.accelerator.device
@@ -792,6 +800,14 @@ def _divrl_config_from(args: GRPOConfig) -> DivRLConfig:
             factory = spec.default_factory
             setattr(converted, spec.name, spec.default if factory is MISSING else factory())
     return converted
+
+
+def _leading_logps(sampled: torch.Tensor, completion_ids: list[list[int]]) -> list[list[float]] | None:
+    """Each completion's sampled-token log-probs (the first len(completion) entries of its sampler row: TRL cuts
+    completions after EOS and stop strings, never before their start), or None when the rows do not match."""
+    if sampled.shape[0] != len(completion_ids) or any(len(ids) > sampled.shape[1] for ids in completion_ids):
+        return None
+    return [row[: len(ids)].tolist() for row, ids in zip(sampled, completion_ids, strict=True)]
 
 
 def _prompt_key(prompt: str | Sequence[dict[str, Any]]) -> str:
