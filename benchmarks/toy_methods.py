@@ -126,8 +126,9 @@ def markdown(results: dict[str, Any]) -> str:
     early = results.get("early_passk")
     if early:
         lines += [f"**pass@4 while training** (hyper-grid, mean over the first {EARLY_STEPS} of 2000 steps per seed; "
-                  f"{len(early['seeds'])} seeds, paired): GRPO " + _cell(early["rows"]["grpo"]) + ", pass@k advantages (k 4) "
-                  + _cell(early["rows"]["passk"]) + ", difference " + _cell(early["passk_minus_grpo"]) + ".", ""]
+                  f"{len(early['seeds'])} seeds, paired): GRPO " + _cell(early["rows"]["grpo"])
+                  + ", pass@k advantages (k 4) " + _cell(early["rows"]["passk"])
+                  + ", difference " + _cell(early["passk_minus_grpo"]) + ".", ""]
     missing = [f"{e}/{m}" for e in ENVS for m in METHODS if m not in results["envs"].get(e, {})]
     if missing:
         lines += [f"PARTIAL: {len(missing)} rows still to run ({', '.join(missing)}); rerun the script to add them.",
