@@ -20,6 +20,7 @@ base / GRPO / IPS, one seed, a few steps); `--budget-minutes` stops starting new
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import importlib.util
 import json
@@ -27,6 +28,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,23 +160,27 @@ def _resumable_checkpoint(run: Path) -> Path | None:
     return max(complete, key=lambda c: int(c.name.split("-")[1]), default=None)
 
 
-def warm_start(protocol: Protocol, seed: int, state: Path) -> Path:
+_WARM_START = threading.Lock()  # parallel units of one seed share its SFT model: one trains it, the others wait
+
+
+def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
     """`divrl sft` of one seed on the task's train split (recipes/sft); return its merged model directory."""
     setting = TASKS[protocol.task]
     run = state / "sft" / f"seed{seed}"
     merged = run / "merged"
-    if (merged / "config.json").is_file():
-        return merged
-    print(f"  supervised warm start, seed {seed}", flush=True)
-    start = time.time()
-    _divrl(["sft", str(ROOT / "recipes" / "sft" / f"{setting.task}.yaml"), *setting.train_args,
-            "--model_name_or_path", MODEL, "--seed", str(seed), "--sample_seed", str(seed), "--output_dir", str(run)],
-           state / "log.txt")
-    (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": time.time() - start}))
+    with _WARM_START:
+        if (merged / "config.json").is_file():
+            return merged
+        print(f"  supervised warm start, seed {seed}", flush=True)
+        start = time.time()
+        _divrl(["sft", str(ROOT / "recipes" / "sft" / f"{setting.task}.yaml"), *setting.train_args,
+                "--model_name_or_path", MODEL, "--seed", str(seed), "--sample_seed", str(seed),
+                "--output_dir", str(run)], log)
+        (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": time.time() - start}))
     return merged
 
 
-def train(protocol: Protocol, method: str, seed: int, state: Path) -> Path:
+def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) -> Path:
     """Train (or resume) one method and seed with its CPU recipe; return the run directory."""
     setting = TASKS[protocol.task]
     run = state / "runs" / f"{method}-seed{seed}"
@@ -192,35 +198,38 @@ def train(protocol: Protocol, method: str, seed: int, state: Path) -> Path:
     if protocol.eval_steps is not None:
         budget += ["--recovery_eval", "true", "--eval_steps", str(protocol.eval_steps)]
     if protocol.sft:
-        model = str(warm_start(protocol, seed, state))
+        model = str(warm_start(protocol, seed, state, log))
         budget += ["--n_exemplars", "0"]
     _divrl(["train", str(RECIPES / setting.task / f"{method}.yaml"), *setting.train_args, *budget,
             "--model_name_or_path", model, "--max_steps", str(protocol.steps), "--seed", str(seed),
             "--learning_rate", str(protocol.learning_rate), "--max_completion_length", str(setting.max_new_tokens),
             "--logging_steps", "1", "--save_strategy", "steps", "--save_steps", str(protocol.save_steps),
-            "--save_total_limit", "2", "--output_dir", str(run), *resume, *protocol.extra_train_args],
-           state / "log.txt")
+            "--save_total_limit", "2", "--output_dir", str(run), *resume, *protocol.extra_train_args], log)
     meta = _meta(meta_path)
     meta["train_seconds"] = meta.get("train_seconds", 0.0) + time.time() - start
     meta_path.write_text(json.dumps(meta))
     return run
 
 
-def evaluate(protocol: Protocol, label: str, model: str, state: Path) -> dict[str, Any]:
-    """`divrl eval recovery` of one model on the test split (cached); the model entry plus eval wall time."""
+def evaluate(protocol: Protocol, label: str, model: str, state: Path, log: Path) -> None:
+    """`divrl eval recovery` of one model on the test split, unless it is already under `state`."""
     setting = TASKS[protocol.task]
     out = state / "eval" / label
-    result = out / "recovery.json"
-    if not result.is_file():
+    if not (out / "recovery.json").is_file():
         print(f"  evaluating {label} ({protocol.samples} samples per test instance)", flush=True)
         start = time.time()
         zero_shot = protocol.sft and label != "base"  # the base model keeps its few-shot prompts
         _divrl(["eval", "recovery", "--model", model, "--task", setting.task, *setting.eval_args(zero_shot),
                 "--split", "test",
                 "--samples", str(protocol.samples), "--max-new-tokens", str(setting.max_new_tokens),
-                "--no-progress", "--out", str(out)], state / "log.txt")
+                "--no-progress", "--out", str(out)], log)
         (out / "divrl_benchmark.json").write_text(json.dumps({"eval_seconds": time.time() - start}))
-    entry = json.loads(result.read_text())["models"][0]
+
+
+def load_evaluation(state: Path, label: str) -> dict[str, Any]:
+    """A finished evaluation's model entry plus its wall time."""
+    out = state / "eval" / label
+    entry = json.loads((out / "recovery.json").read_text())["models"][0]
     return {**entry, **_meta(out / "divrl_benchmark.json")}
 
 
@@ -434,14 +443,13 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
     setting = TASKS[protocol.task]
     collected: dict[str, dict[str, Any]] = {}  # label -> evals, training, runs, wall seconds
     if (state / "eval" / "base" / "recovery.json").is_file():
-        base = evaluate(protocol, "base", MODEL, state)
+        base = load_evaluation(state, "base")
         collected[BASE_LABEL] = {"evals": [base], "eval_seeds": [], "training": [], "runs": [],
                                  "wall_seconds": base.get("eval_seconds", math.nan)}
     sft_evals = [(seed, state / "eval" / f"sft-seed{seed}") for seed in protocol.seeds]
     sft_evals = [(seed, out) for seed, out in sft_evals if (out / "recovery.json").is_file()]
     if sft_evals:
-        evals = [evaluate(protocol, out.name, str(state / "sft" / f"seed{seed}" / "merged"), state)
-                 for seed, out in sft_evals]
+        evals = [load_evaluation(state, out.name) for _, out in sft_evals]
         collected[SFT_LABEL] = {"evals": evals, "eval_seeds": [seed for seed, _ in sft_evals], "training": [],
                                 "runs": [out.name for _, out in sft_evals],
                                 "wall_seconds": sum(_meta(state / "sft" / f"seed{seed}" / "divrl_benchmark.json")
@@ -459,7 +467,7 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
             entry["training"].append({"seed": seed, "steps": signals["steps"], "evaluated": evaluated, **signals})
             entry["wall_seconds"] += _meta(run / "divrl_benchmark.json").get("train_seconds", 0.0)
             if evaluated:
-                result = evaluate(protocol, label, str(run), state)
+                result = load_evaluation(state, label)
                 entry["evals"].append(result)
                 entry["runs"].append(run.name)
                 entry["eval_seeds"].append(seed)
@@ -636,26 +644,60 @@ def markdown(data: dict[str, Any], stem: str) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None) -> dict[str, Any]:
-    """Do every unfinished unit in plan order, rewriting the results after each; stop at the time budget."""
+def run_unit(protocol: Protocol, unit: tuple[str, int] | None, state: Path, log: Path) -> None:
+    """Train (or warm-start) and evaluate one unit of the plan; None is the base model's evaluation."""
+    if unit is None:
+        evaluate(protocol, "base", MODEL, state, log)
+    elif unit[0] == "sft":
+        evaluate(protocol, unit_label(unit), str(warm_start(protocol, unit[1], state, log)), state, log)
+    else:
+        evaluate(protocol, unit_label(unit), str(train(protocol, *unit, state, log)), state, log)
+
+
+def unit_label(unit: tuple[str, int] | None) -> str:
+    """The unit's name under state/eval and state/runs."""
+    return "base" if unit is None else f"{unit[0]}-seed{unit[1]}"
+
+
+def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None, workers: int = 1
+        ) -> dict[str, Any]:
+    """Do every unfinished unit in plan order, `workers` at a time (each with its share of the cores' torch
+    threads), rewriting the results after each; start none after the time budget. One worker logs to
+    state/log.txt, several to state/logs/<unit>.txt."""
     start = time.time()
     units: list[tuple[str, int] | None] = [None, *plan(protocol)]  # None: the base model's evaluation
-    for number, unit in enumerate(units, start=1):
-        if budget_minutes is not None and time.time() - start > budget_minutes * 60:
-            print(f"time budget of {budget_minutes} min reached; rerun with --resume to continue", flush=True)
-            return write_results(protocol, state, out, complete=False)
-        label = "base" if unit is None else f"{unit[0]}-seed{unit[1]}"
-        print(f"[{number}/{len(units)}] {label}  (elapsed {time.time() - start:.0f} s)", flush=True)
-        if (state / "eval" / label / "recovery.json").is_file():
-            continue  # finished (its results may come from a commit: checkpoints and weights are not kept in git)
-        if unit is None:
-            evaluate(protocol, "base", MODEL, state)
-        elif unit[0] == "sft":
-            evaluate(protocol, label, str(warm_start(protocol, unit[1], state)), state)
-        else:
-            evaluate(protocol, label, str(train(protocol, *unit, state)), state)
-        write_results(protocol, state, out, complete=False)
-    return write_results(protocol, state, out, complete=True)
+    # finished units may come from a commit: checkpoints and weights are not kept in git
+    pending = iter([(number, unit) for number, unit in enumerate(units, start=1)
+                    if not (state / "eval" / unit_label(unit) / "recovery.json").is_file()])
+    if workers > 1:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))  # the subprocesses' torch
+        (state / "logs").mkdir(parents=True, exist_ok=True)
+    lock, stop = threading.Lock(), threading.Event()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                number, unit = (0, None) if stop.is_set() else next(pending, (0, None))
+                if not number:
+                    return
+                if budget_minutes is not None and time.time() - start > budget_minutes * 60:
+                    print(f"time budget of {budget_minutes} min reached; rerun with --resume to continue", flush=True)
+                    stop.set()
+                    return
+                print(f"[{number}/{len(units)}] {unit_label(unit)}  (elapsed {time.time() - start:.0f} s)", flush=True)
+            log = state / "log.txt" if workers == 1 else state / "logs" / f"{unit_label(unit)}.txt"
+            try:
+                run_unit(protocol, unit, state, log)
+            except BaseException:
+                stop.set()  # the other workers finish their unit and start no new one
+                raise
+            with lock:
+                write_results(protocol, state, out, complete=False)
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for future in [pool.submit(worker) for _ in range(workers)]:
+            future.result()
+    return write_results(protocol, state, out, complete=not stop.is_set())
 
 
 def main() -> None:
@@ -677,6 +719,9 @@ def main() -> None:
     parser.add_argument("--state", help="state directory (default benchmarks/state/hypospace_recovery[_quick]_TASK)")
     parser.add_argument("--resume", action="store_true", help="continue the run kept in --state")
     parser.add_argument("--budget-minutes", type=float, help="start no new unit after this many minutes")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="units run at once, the cores' torch threads split between them (default 1; "
+                             "benchmarks/unit_throughput.py measures whether more pays on this machine)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the results from --state, run nothing")
     args = parser.parse_args()
     chosen = "quick" if args.quick else args.protocol
@@ -685,8 +730,9 @@ def main() -> None:
                  "learning_rate": args.learning_rate, "prompts_per_step": args.prompts_per_step,
                  "sft": True if args.sft else None}
     protocol = Protocol(**{**PROTOCOLS[chosen].__dict__, **{k: v for k, v in overrides.items() if v is not None}})
-    if protocol.steps < 1 or protocol.samples < 1 or not protocol.seeds or protocol.prompts_per_step < 1:
-        raise SystemExit("--steps, --samples and --prompts-per-step must be >= 1 and --seeds non-empty")
+    if (protocol.steps < 1 or protocol.samples < 1 or not protocol.seeds or protocol.prompts_per_step < 1
+            or args.workers < 1):
+        raise SystemExit("--steps, --samples, --prompts-per-step and --workers must be >= 1 and --seeds non-empty")
     name = args.name or ("hypospace_recovery" + ("" if chosen == "v1" else f"_{chosen}")
                          + ("" if protocol.task == "boolean" else f"_{protocol.task}"))
     # v2 keeps its finished units' small files (evaluations, trainer states) in git, so a later session on a fresh
@@ -711,7 +757,7 @@ def main() -> None:
     state.mkdir(parents=True, exist_ok=True)
     settings.write_text(recorded)
     RESULTS.mkdir(exist_ok=True)
-    data = run(protocol, state, RESULTS / name, args.budget_minutes)
+    data = run(protocol, state, RESULTS / name, args.budget_minutes, args.workers)
     print(markdown(data, name))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +166,44 @@ def test_sweep_lines_read_each_grpo_arm(tmp_path: Path) -> None:
         "| 5e-05 (kept) | 4 x 8 | 8 | 0.20 -> 0.60 | 0.200 -> 0.100 | 0.400 -> 0.100 | 0.40 -> 0.90 | "
         "sweep_grpo_lr5e-5 |"]
     assert bench.sweep_lines(tmp_path / "empty") == []
+
+
+def _fake_units(monkeypatch: pytest.MonkeyPatch, ran: list[str], barrier: threading.Barrier | None = None,
+                fail: str | None = None) -> None:
+    """Replace the training and evaluation of a unit by writing its recovery.json (no model involved)."""
+    def run_unit(protocol, unit, state: Path, log: Path) -> None:
+        label = bench.unit_label(unit)
+        if barrier is not None and label != "base":
+            barrier.wait(timeout=30)  # both workers inside a unit at once, or BrokenBarrierError
+        if label == fail:
+            raise SystemExit(f"{label} failed")
+        ran.append(label)
+        (state / "eval" / label).mkdir(parents=True)
+        (state / "eval" / label / "recovery.json").write_text("{}")
+
+    monkeypatch.setattr(bench, "run_unit", run_unit)
+    monkeypatch.setattr(bench, "write_results", lambda protocol, state, out, complete: {"complete": complete})
+
+
+def test_parallel_workers_run_each_unfinished_unit_once_and_concurrently(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    protocol = bench.Protocol(methods=("grpo", "ips"), seeds=(0, 1))
+    (tmp_path / "eval" / "base").mkdir(parents=True)
+    (tmp_path / "eval" / "base" / "recovery.json").write_text("{}")  # finished in an earlier session
+    ran: list[str] = []
+    _fake_units(monkeypatch, ran, barrier=threading.Barrier(2))  # 4 units left: two pairs meet at the barrier
+    result = bench.run(protocol, tmp_path, tmp_path / "out", budget_minutes=None, workers=2)
+    assert sorted(ran) == ["grpo-seed0", "grpo-seed1", "ips-seed0", "ips-seed1"] and result == {"complete": True}
+    assert (tmp_path / "logs").is_dir()
+
+
+def test_a_failing_unit_stops_new_units_and_the_budget_stops_all(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    protocol = bench.Protocol(methods=("grpo", "ips"), seeds=(0, 1, 2))
+    ran: list[str] = []
+    _fake_units(monkeypatch, ran, fail="grpo-seed0")
+    with pytest.raises(SystemExit, match="grpo-seed0 failed"):
+        bench.run(protocol, tmp_path / "a", tmp_path / "out", budget_minutes=None, workers=1)
+    assert ran == ["base"]
+    assert bench.run(protocol, tmp_path / "b", tmp_path / "out", budget_minutes=0, workers=2) == {"complete": False}
+    assert ran == ["base"]
