@@ -342,7 +342,24 @@ def pool_method(label: str, evals: list[dict[str, Any]], instance_draws: np.ndar
     for metric, array in values.items():
         samples[metric] = bootstrap_means(array, instance_draws)
         summary[metric] = _interval(array.mean(axis=(0, 1)), samples[metric])
+    if "recovery_at_n_admissible" in values:
+        summary["recovery_at_n_admissible_by_tier"] = by_tier(evals, values["recovery_at_n_admissible"])
     return summary, samples
+
+
+def by_tier(evals: list[dict[str, Any]], recovery: np.ndarray, resamples: int = 2000) -> list[dict[str, Any]]:
+    """RR@|H_O| per |H_O| tier (the voxel tiers 3, 9, 27): the tier's instance count, and the mean with a 95%
+    hierarchical-bootstrap interval over its instances and the seeds. `recovery`: (instances, seeds) in the
+    sorted-id order of `per_instance_values`. The draws depend only on the tier, so methods are resampled alike."""
+    size_of = {instance["id"]: instance["n_admissible"] for instance in evals[0]["instances"]}
+    sizes = np.array([size_of[i] for i in sorted(size_of)])
+    tiers = []
+    for size in sorted(set(sizes.tolist())):
+        array = recovery[sizes == size]
+        draws = np.random.default_rng(size).integers(0, len(array), (resamples, len(array)))
+        tiers.append({"n_admissible": size, "instances": len(array),
+                      **_interval(array.mean(axis=(0, 1)), bootstrap_means(array, draws))})
+    return tiers
 
 
 def law_fits(runs: list[Path]) -> list[dict[str, Any]]:
@@ -583,6 +600,13 @@ def markdown(data: dict[str, Any], stem: str) -> str:
               + " | ".join(_fmt_ci(m[key]) if key in m else "" for key in HEADLINE_COLUMNS) + " |"
               for label, m in headline),
             "", f"All metrics at N = {p['samples']} samples (RR@N):", ""]
+        tiered = [(label, m["recovery_at_n_admissible_by_tier"]) for label, m in headline]
+        if len(tiered[0][1]) > 1:
+            header = [f"\\|H_O\\| = {t['n_admissible']} ({t['instances']} instances)" for t in tiered[0][1]]
+            lines[-4:-4] = ["RR@\\|H_O\\| per \\|H_O\\| tier [95% CI]:", "", "| method | " + " | ".join(header) + " |",
+                            "|---|" + "---|" * len(header),
+                            *(f"| {label} | " + " | ".join(_fmt_ci(t) for t in tiers) + " |" for label, tiers in tiered),
+                            ""]
     for label, m in data["methods"].items():
         steps = ", ".join(str(t["steps"]) + ("" if t["evaluated"] else " (not evaluated)") for t in m["training"])
         if not m.get("seeds"):

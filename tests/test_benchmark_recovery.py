@@ -138,6 +138,30 @@ def test_rr_at_h_o_and_differences_to_the_base_model_are_paired() -> None:
     assert "| count bonus | 2 | 0.400 [" in text and "Headline" in text
 
 
+def test_rr_at_h_o_is_reported_per_tier_of_admissible_set_size() -> None:
+    # voxel's tiers: |H_O| = 3 and 9 here; seeds pooled within each tier
+    def evaluation(values: dict[str, float]) -> dict:
+        result = _eval({i: ([0.5], 3 if i.startswith("s") else 9) for i in values})
+        for instance in result["instances"]:
+            instance["recovery_at_n_admissible"] = values[instance["id"]]
+        return result
+
+    seeds = [evaluation({"s1": 1.0, "s2": 0.5, "l1": 0.2}), evaluation({"l1": 0.4, "s2": 0.0, "s1": 1.0})]
+    draws = np.random.default_rng(0).integers(0, 3, (50, 3))
+    summary, _ = bench.pool_method("GRPO", seeds, draws)
+    small, large = summary["recovery_at_n_admissible_by_tier"]
+    assert (small["n_admissible"], small["instances"], large["n_admissible"], large["instances"]) == (3, 2, 9, 1)
+    assert small["mean"] == pytest.approx((1.0 + 0.5 + 1.0 + 0.0) / 4) and large["mean"] == pytest.approx(0.3)
+    assert small["ci_low"] <= small["mean"] <= small["ci_high"] and large["ci_low"] >= 0.2
+    text = bench.markdown({"protocol": {"model": "m", "task": "t", "params": {}, "steps": 1, "learning_rate": 1e-5,
+                                        "samples": 32, "seeds": [0, 1], "max_new_tokens": 40, "methods": [],
+                                        "prompts_per_step": 4, "sft": True},
+                           "machine": {"cpu": "c", "cores": 2}, "date": "d", "complete": False,
+                           "methods": {"GRPO": {**summary, "training": [], "runs": [], "wall_seconds": 0}},
+                           "law_fits": []}, "x")
+    assert "| GRPO | 0.625 [" in text and "\\|H_O\\| = 3 (2 instances)" in text
+
+
 def test_v2_plan_runs_every_method_and_seed_with_the_sft_model_first() -> None:
     protocol = bench.Protocol(methods=("grpo", "count", "ips"), seeds=(0, 1), all_seeds=True, sft=True)
     assert bench.plan(protocol) == [("sft", 0), ("grpo", 0), ("ips", 0), ("sft", 1), ("grpo", 1), ("ips", 1),
