@@ -603,10 +603,9 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         tiered = [(label, m["recovery_at_n_admissible_by_tier"]) for label, m in headline]
         if len(tiered[0][1]) > 1:
             header = [f"\\|H_O\\| = {t['n_admissible']} ({t['instances']} instances)" for t in tiered[0][1]]
-            lines[-4:-4] = ["RR@\\|H_O\\| per \\|H_O\\| tier [95% CI]:", "", "| method | " + " | ".join(header) + " |",
-                            "|---|" + "---|" * len(header),
-                            *(f"| {label} | " + " | ".join(_fmt_ci(t) for t in tiers) + " |" for label, tiers in tiered),
-                            ""]
+            rows = [f"| {label} | " + " | ".join(_fmt_ci(t) for t in tiers) + " |" for label, tiers in tiered]
+            lines[-4:-4] = ["RR@\\|H_O\\| per \\|H_O\\| tier [95% CI]:", "",
+                            "| method | " + " | ".join(header) + " |", "|---|" + "---|" * len(header), *rows, ""]
     for label, m in data["methods"].items():
         steps = ", ".join(str(t["steps"]) + ("" if t["evaluated"] else " (not evaluated)") for t in m["training"])
         if not m.get("seeds"):
