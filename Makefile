@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench bench-recovery bench-evidence report lint
+.PHONY: install test demo bench bench-recovery bench-evidence bench-evidence-voxel report lint
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -47,6 +47,10 @@ bench-recovery: $(VENV)/.installed
 # small files live in benchmarks/evidence/ (committed), so any session or machine resumes where the last stopped.
 bench-evidence: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/hypospace_recovery.py --protocol v2 --resume
+	$(PY) benchmarks/report.py
+
+bench-evidence-voxel: $(VENV)/.installed
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/hypospace_recovery.py --protocol v2-voxel --resume
 	$(PY) benchmarks/report.py
 
 report: $(VENV)/.installed

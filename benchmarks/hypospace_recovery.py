@@ -132,7 +132,12 @@ V1 = Protocol(methods=V1_METHODS)
 # mass-covering divergences) first.
 V2 = Protocol(methods=("grpo", "ips", "count", "fkl", "js", "qd", "maxent", "flowrl", "pop-ips-qd"), seeds=(0, 1, 2),
               steps=24, learning_rate=5e-5, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4)
-PROTOCOLS = {"v1": V1, "v2": V2, "quick": QUICK}
+# Evidence v2 on voxels (issue 13's second domain): the base model almost never writes a valid structure, so every
+# seed starts from `divrl sft` (zero-shot prompts); v2's budget; 32 samples per test instance, since the order-free
+# RR@|H_O| needs N >= |H_O| and the largest voxel tier has 27 admissible structures.
+V2_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", "count"), seeds=(0, 1, 2), steps=24, learning_rate=5e-5,
+                    samples=32, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4, sft=True)
+PROTOCOLS = {"v1": V1, "v2": V2, "v2-voxel": V2_VOXEL, "quick": QUICK}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -727,7 +732,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default="v1",
                         help="v1: 16 steps of one prompt (2026-11-23); v2: issue 13's (4 prompts per step, lr 5e-5, "
-                             "every method x 3 seeds, held-out recovery during training); quick: a ~20-minute subset")
+                             "every method x 3 seeds, held-out recovery during training); v2-voxel: v2 on voxels "
+                             "from `divrl sft` warm starts; quick: a ~20-minute subset")
     parser.add_argument("--quick", action="store_true", help="same as --protocol quick")
     parser.add_argument("--learning-rate", type=float, help="learning rate of every run")
     parser.add_argument("--prompts-per-step", type=int, help="distinct prompts per optimizer step (G = 8 each)")
@@ -756,11 +762,13 @@ def main() -> None:
     if (protocol.steps < 1 or protocol.samples < 1 or not protocol.seeds or protocol.prompts_per_step < 1
             or args.workers < 1):
         raise SystemExit("--steps, --samples, --prompts-per-step and --workers must be >= 1 and --seeds non-empty")
-    name = args.name or ("hypospace_recovery" + ("" if chosen == "v1" else f"_{chosen}")
-                         + ("" if protocol.task == "boolean" else f"_{protocol.task}"))
+    name = "hypospace_recovery" + ("" if chosen == "v1" else "_" + chosen.replace("-", "_"))
+    if protocol.task != "boolean" and not name.endswith(protocol.task):
+        name += f"_{protocol.task}"
+    name = args.name or name
     # v2 keeps its finished units' small files (evaluations, trainer states) in git, so a later session on a fresh
     # machine resumes from them (benchmarks/evidence/.gitignore leaves out checkpoints and weights).
-    default_state = Path(__file__).parent / ("evidence" if chosen == "v2" else "state") / name
+    default_state = Path(__file__).parent / ("evidence" if chosen.startswith("v2") else "state") / name
     state = Path(args.state) if args.state else default_state
     settings = state / "protocol.json"
     recorded = json.dumps({k: v for k, v in protocol.__dict__.items()}, sort_keys=True, default=list)

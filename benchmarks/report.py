@@ -13,8 +13,8 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results"
 # Fragments in reading order; any other fragment follows alphabetically.
 ORDER = ("demo", "toy", "toy_methods", "toy_flowrl", "trainer_overhead", "population_overhead", "verifier_throughput",
-         "molecule_scoring", "cpu_step", "eval_time", "sft_step", "hypospace_recovery_v2", "hypospace_recovery",
-         "hypospace_recovery_quick")
+         "molecule_scoring", "cpu_step", "eval_time", "sft_step", "unit_throughput", "hypospace_recovery_v2",
+         "hypospace_recovery_v2_voxel", "hypospace_recovery", "hypospace_recovery_quick")
 
 HEADER = """# divrl benchmarks
 
