@@ -47,3 +47,31 @@ def test_state_round_trip_keeps_the_classes() -> None:
 def test_bad_configuration_is_refused(threshold: float, max_leaders: int) -> None:
     with pytest.raises(ValueError):
         LeaderClusters(threshold, max_leaders)
+
+
+def _one_by_one(rows: torch.Tensor, leaders: list[torch.Tensor], threshold: float, max_leaders: int) -> list[int]:
+    """The definition, row by row: join the most similar leader (first on ties) above the threshold or at the
+    class bound, else found a class."""
+    keys = []
+    for vector in torch.nn.functional.normalize(rows, dim=1):
+        if leaders:
+            similarity = torch.stack(leaders) @ vector
+            best = int(similarity.argmax())
+            if similarity[best] >= threshold or len(leaders) >= max_leaders:
+                keys.append(best)
+                continue
+        leaders.append(vector)
+        keys.append(len(leaders) - 1)
+    return keys
+
+
+@pytest.mark.parametrize("max_leaders", [7, 4096])
+def test_batched_assignment_equals_the_row_by_row_definition_across_calls(max_leaders: int) -> None:
+    generator = torch.Generator().manual_seed(0)
+    clusters, reference_leaders = LeaderClusters(threshold=0.6, max_leaders=max_leaders), []
+    for _ in range(4):  # later calls meet the earlier calls' leaders (and the store grows past its first size)
+        rows = torch.randn(12, 6, generator=generator)
+        assert clusters.assign(rows) == _one_by_one(rows, reference_leaders, 0.6, max_leaders)
+    # 17 classes without a bound (the store regrew past its first 16 rows); the bound of 7 reached otherwise
+    assert len(clusters) == len(reference_leaders) == (7 if max_leaders == 7 else 17)
+    assert torch.allclose(clusters.leaders, torch.stack(reference_leaders))
