@@ -78,10 +78,13 @@ def hashed_ngram_embedding(texts: Sequence[str], dim: int = 256, n: int = 3) -> 
     """
     if dim < 1 or n < 1:
         raise ValueError(f"dim and n must be >= 1, got dim={dim}, n={n}")
-    out = torch.zeros(len(texts), dim)
-    for row, text in enumerate(texts):
+    rows = []
+    for text in texts:
         text = str(text)[:MAX_EMBED_CHARS]
+        counts = [0.0] * dim  # a Python list: one tensor element update per n-gram costs ~20x more
         for start in range(max(len(text) - n + 1, 1 if text else 0)):
             digest = zlib.crc32(text[start : start + n].encode("utf-8", "surrogatepass"))
-            out[row, digest % dim] += 1.0 if (digest >> 31) & 1 else -1.0
+            counts[digest % dim] += 1.0 if (digest >> 31) & 1 else -1.0
+        rows.append(counts)
+    out = torch.tensor(rows, dtype=torch.float32).reshape(len(texts), dim)
     return torch.nn.functional.normalize(out, dim=1)
