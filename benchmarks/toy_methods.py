@@ -99,6 +99,28 @@ def _cell(stats: dict[str, float], digits: int = 3) -> str:
     return f"{stats['mean']:.{digits}f} [{stats['low']:.{digits}f}, {stats['high']:.{digits}f}]"
 
 
+def claims(results: dict[str, Any]) -> list[tuple[str, bool]]:
+    """Issue 15's toy claims, each judged on the 95% intervals of the rows it needs (skipped until they ran)."""
+    bandit, grid = results["envs"].get("bandit-equal", {}), results["envs"].get("hypergrid", {})
+    verdicts = []
+    if {"grpo", "unlikely"} <= set(bandit):
+        unlikely = bandit["unlikely"]
+        verdicts.append(("unlikeliness reward, equal-reward bandit from a skewed start: the policy spreads over every "
+                         "rewarded arm (3 of 3 modes, L1 to the uniform target <= 0.05 at the interval's top; GRPO "
+                         f"{bandit['grpo']['l1_to_target']['mean']:.3f})",
+                         unlikely["modes"]["low"] >= 3 and unlikely["l1_to_target"]["high"] <= 0.05))
+    early = results.get("early_passk")
+    if early:
+        verdicts.append(("pass@k advantages: pass@4 while training above GRPO's at equal steps (paired interval > 0)",
+                         early["passk_minus_grpo"]["low"] > 0))
+    for method in ("clipcov", "klcov"):
+        if {"grpo", method} <= set(grid):
+            verdicts.append((f"{method} (Cui et al.: keeps entropy from collapsing): more hyper-grid modes than "
+                             "GRPO (intervals apart); at verl's ratio 2e-4 about one token per batch is selected",
+                             grid[method]["modes"]["low"] > grid["grpo"]["modes"]["high"]))
+    return verdicts
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The BENCHMARKS.md fragment: one table per environment."""
     lines = ["## Every method on the toy environments (issue 15)", "",
@@ -129,6 +151,10 @@ def markdown(results: dict[str, Any]) -> str:
                   f"{len(early['seeds'])} seeds, paired): GRPO " + _cell(early["rows"]["grpo"])
                   + ", pass@k advantages (k 4) " + _cell(early["rows"]["passk"])
                   + ", difference " + _cell(early["passk_minus_grpo"]) + ".", ""]
+    verdicts = claims(results)
+    if verdicts:
+        lines += ["Issue 15's toy claims:", "",
+                  *(f"- {'PASS' if passed else 'FAIL'}: {text}" for text, passed in verdicts), ""]
     missing = [f"{e}/{m}" for e in ENVS for m in METHODS if m not in results["envs"].get(e, {})]
     if missing:
         lines += [f"PARTIAL: {len(missing)} rows still to run ({', '.join(missing)}); rerun the script to add them.",
