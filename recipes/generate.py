@@ -130,7 +130,9 @@ MODELS: dict[str, dict[str, Any]] = {
         # 8 samples before the first step, every 10 steps and at the end. One evaluation samples 32 completions (as
         # many as 4 training steps generate, but stopped at the answer's END line, and with no backward pass).
         "extra_task_settings": {"hypospace": {"recovery_eval": True, "recovery_eval_instances": 4,
-                                              "recovery_eval_samples": 8, "eval_steps": 10}},
+                                              "recovery_eval_samples": 8, "eval_steps": 10},
+                                # a 3-layer structure on the 3x3 grid is 71 tokens with its END line
+                                "hypospace-voxel": {"max_completion_length": 80}},
         "method_overrides": {"pop": {"population_size": 3, "population_top_m": 2, "population_interval": 5},
                              "pop-ips-qd": {"population_size": 3, "population_top_m": 2, "population_interval": 5}},
     },

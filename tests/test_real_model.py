@@ -35,3 +35,29 @@ def test_one_ips_step_of_the_embedded_model_on_a_hypospace_prompt(tmp_path) -> N
     after = dict(trainer.model.named_parameters())
     assert base_before and all(torch.equal(p, after[n]) for n, p in base_before.items())
     assert any("lora_A" in n for n in after) and any("lora_B" in n for n in after)
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("task_name", ["hypospace-voxel", "hypospace-causal", "hypospace-boolean"])
+def test_cpu_recipes_and_the_evidence_benchmark_leave_room_for_the_longest_answer(task_name: str) -> None:
+    # A cap below an answer's length cuts it before its END line: such answers can never be valid (voxel's
+    # 3-layer structures are 71 tokens; the caps were once 60 for training and 40 for evaluation).
+    import sys
+    from pathlib import Path
+
+    import yaml
+    from transformers import AutoTokenizer
+
+    from divrl.models import resolve_model_name
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import hypospace_recovery
+
+    recipe = yaml.safe_load((root / "recipes" / "embedded-cpu" / task_name / "grpo.yaml").read_text())
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name("embedded:gemma-3-270m"))
+    evidence_caps = [s.max_new_tokens for s in hypospace_recovery.TASKS.values() if s.task == task_name]
+    task = build_task(task_name, **{k: v for k, v in recipe["task_args"].items() if k != "format_reward"})
+    answers = task.sft_dataset(split="all", limit=recipe.get("instance_limit"), per_instance=10**6)["completion"]
+    longest = max(len(tokenizer(a, add_special_tokens=False)["input_ids"]) for a in answers)
+    assert longest <= recipe["max_completion_length"] and all(longest <= cap for cap in evidence_caps)

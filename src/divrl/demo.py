@@ -110,7 +110,7 @@ def run_demo(args: argparse.Namespace) -> int:
     code = divrl(["eval", "recovery", *models, "--task", "hypospace-voxel", "--grid", str(VOXEL["grid"]),
                   "--max-height", str(VOXEL["max_height"]), "--max-blocks", str(VOXEL["max_blocks"]),
                   "--limit", str(args.instances), "--split", "test", "--samples", str(args.samples),
-                  "--max-new-tokens", "60", "--out", str(out / "eval")])
+                  "--max-new-tokens", "80", "--out", str(out / "eval")])
     if code:
         return code
     timings["evaluate"] = time.time() - t0
