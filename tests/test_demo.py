@@ -35,7 +35,16 @@ def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, cap
     report = (out / "report.md").read_text()
     assert report.count("\n| ") >= 3 + 2  # a row per model and per trained method
     assert "Wall time: prepare" in report and (out / "eval" / "recovery.png").stat().st_size > 0
+    assert (out / "training.png").stat().st_size > 0 and "modal share" in report and "hypospace-boolean" in report
     assert "Peak memory (resident set size of the demo process): " in report
     assert calls == ["unmap large frees", "release", "train", "release", "train", "release"]
     for method in ("grpo", "ips"):
         assert (out / method / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("flag", ["--steps", "--prompts-per-step", "--instances", "--samples", "--learning-rate"])
+def test_demo_refuses_a_budget_that_is_not_positive(flag: str, tmp_path: Path) -> None:
+    from divrl.cli import main
+
+    with pytest.raises(SystemExit, match="must be >= 1"):
+        main(["demo", flag, "0", "--out", str(tmp_path)])

@@ -1,10 +1,13 @@
 """`divrl demo` (what `make demo` runs): GRPO vs IPS-GRPO on a real LLM, on the CPU, in minutes.
 
-It drives the same entry points a user runs: prepares the embedded Gemma-3-270M, trains it briefly with
-the CPU recipes `recipes/embedded-cpu/hypospace-voxel/{grpo,ips}.yaml` (`divrl train`), evaluates the
-base model and both adapters with recovery curves on held-out instances (`divrl eval recovery`), and
-writes `OUT/report.md` with the table and the curves. A demonstration of the pipeline, not a claim:
-a few CPU steps barely move a model; see the README for the full-size GPU recipes.
+It drives the same entry points a user runs: prepares the embedded Gemma-3-270M, trains it briefly with the CPU
+recipes `recipes/embedded-cpu/hypospace-boolean/{grpo,ips}.yaml` (`divrl train`) on HypoSpace Boolean expressions
+(x, y; AND / OR / NOT; depth 2: the domain where the small base model writes valid answers, about 3 in 10, so
+training has a signal and the effect of each method shows in validity and in how many different answers it
+writes), evaluates the base model and both adapters with recovery curves on held-out observation sets
+(`divrl eval recovery`), and writes `OUT/report.md` with the tables, the curves and the training signatures. A
+demonstration of the pipeline at ten minutes of CPU, not evidence: `make bench-evidence` runs the comparison with
+three seeds per method.
 
 Every phase runs in this one process, so the demo returns freed tensors to the system as it goes
 (`divrl.memory`): without that, glibc's heap kept the largest phase's activations resident through all the
@@ -18,59 +21,105 @@ import json
 import time
 from pathlib import Path
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "embedded-cpu" / "hypospace-voxel"
-VOXEL = {"grid": 3, "max_height": 3, "max_blocks": 3}  # the IPS paper's voxel setting
+RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "embedded-cpu" / "hypospace-boolean"
+BOOLEAN = {"operators": "basic", "max_depth": 2}  # evidence v2's setting: 36 observation sets
+MAX_NEW_TOKENS = 24  # the longest Boolean answer is 11 tokens with its END line
+# Training signals plotted and summarised: unshaped validity and distinct valid answers per group of 8.
+SIGNALS = {"validity": "divrl/primary_reward", "distinct valid answers per group": "diversity/distinct_valid"}
 
 
 def _banner(step: int, total: int, text: str, start: float) -> None:
     print(f"\n[{step}/{total}] {text}  (elapsed {time.time() - start:.0f} s)", flush=True)
 
 
-def _training_summary(run_dir: Path) -> dict[str, float]:
-    """Mean reward and IPS distinct outcomes over the logged training steps of one run."""
+def training_signals(run_dir: Path) -> dict[str, list[float]]:
+    """Per-step values of each of SIGNALS in one run's log (missing signals are empty)."""
     from divrl.analysis.runs import load_log_history, metric_series
 
     history = load_log_history(run_dir)
-    summary = {}
-    for key in ("reward", "ips/distinct_outcomes", "completions/mean_length"):
-        values = [row[1] for row in metric_series(history, key)]
-        if values:
-            summary[key] = sum(values) / len(values)
-    return summary
+    return {name: [row[1] for row in metric_series(history, key)] for name, key in SIGNALS.items()}
+
+
+def _halves(values: list[float]) -> str:
+    """Mean of the first and of the second half of the steps, 'a -> b'."""
+    if len(values) < 2:
+        return "n/a"
+    half = len(values) // 2
+    return f"{sum(values[:half]) / half:.2f} -> {sum(values[half:]) / (len(values) - half):.2f}"
+
+
+def modal_share(model: dict) -> float:
+    """Mean over instances of the share of an instance's samples taken by its most frequent readable answer."""
+    shares = []
+    for instance in model["instances"]:
+        readable = [p for p in instance["proposals"] if p is not None]
+        shares.append(max((readable.count(p) for p in set(readable)), default=0) / len(instance["proposals"]))
+    return sum(shares) / len(shares)
+
+
+def plot_training(signals: dict[str, dict[str, list[float]]], path: Path) -> None:
+    """Training curves of every method, one panel per signal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(SIGNALS), figsize=(5 * len(SIGNALS), 3.4))
+    for ax, name in zip(axes, SIGNALS, strict=True):
+        for method, series in signals.items():
+            ax.plot(range(1, len(series[name]) + 1), series[name], marker="o", label=method)
+        ax.set(xlabel="training step", title=name)
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def write_report(out: Path, args: argparse.Namespace, timings: dict[str, float], peak_rss: int | None = None) -> Path:
-    """`report.md`: recovery table (with 95% intervals), training summaries, timings and the curve plot."""
+    """`report.md`: held-out table (with 95% intervals), training signatures, timings and the two plots."""
     recovery = json.loads((out / "eval" / "recovery.json").read_text())
+    signals = {method: training_signals(out / method) for method in args.methods}
+    plot_training(signals, out / "training.png")
     lines = [
-        "# divrl demo: GRPO vs IPS-GRPO on HypoSpace voxels (CPU)",
+        "# divrl demo: GRPO vs IPS-GRPO on HypoSpace Boolean expressions (CPU)",
         "",
-        f"Model `{args.model}`, task hypospace-voxel {VOXEL}, {args.instances} instances split 50/50, "
-        f"{args.steps} training steps per method (group size 8), recovery from {args.samples} parallel samples "
-        f"per held-out instance. A pipeline demonstration: this budget is far too small to show the methods' "
-        f"effect; run the GPU recipes for that.",
+        f"Model `{args.model}`, task hypospace-boolean {BOOLEAN}: {args.instances} observation sets split 50/50, "
+        f"{args.steps} training steps per method of {args.prompts_per_step} prompt(s) x a group of 8 completions "
+        f"(learning rate {args.learning_rate}), then {args.samples} samples per held-out observation set. A "
+        "pipeline demonstration at ten minutes of CPU with one seed: differences this small budget shows are "
+        "within seed-to-seed noise; `make bench-evidence` (BENCHMARKS.md) compares the methods with three seeds.",
         "",
-        "| model | validity | uniqueness | RR@N | 95% CI | distinct valid found |",
+        "Held-out (RR@N: share of an observation set's admissible expressions found by N samples; modal share: "
+        "share of its samples taken by the most frequent answer):",
+        "",
+        f"| model | validity | RR@{args.samples} | 95% CI | distinct valid found | modal share |",
         "|---|---|---|---|---|---|",
     ]
     for model in recovery["models"]:
         rr, found = model["recovery"], model["distinct_valid"]["mean"][-1]
-        lines.append(f"| {model['label']} | {model['validity']['mean']:.3f} | {model['uniqueness']['mean']:.3f} | "
-                     f"{rr['mean']:.3f} | [{rr['ci_low']:.3f}, {rr['ci_high']:.3f}] | {found:.2f} |")
-    lines += ["", "Training (means over logged steps):", "", "| method | reward | distinct outcomes per group | "
-              "completion length |", "|---|---|---|---|"]
-    for method in args.methods:
-        s = _training_summary(out / method)
-        lines.append(f"| {method} | {s.get('reward', float('nan')):.3f} | "
-                     f"{s.get('ips/distinct_outcomes', float('nan')):.2f} | "
-                     f"{s.get('completions/mean_length', float('nan')):.1f} |")
+        lines.append(f"| {model['label']} | {model['validity']['mean']:.3f} | {rr['mean']:.3f} | "
+                     f"[{rr['ci_low']:.3f}, {rr['ci_high']:.3f}] | {found:.2f} | {modal_share(model):.2f} |")
+    lines += ["", "Training, mean of the first -> second half of the steps (validity before IPS's reweighting):", "",
+              "| method | " + " | ".join(SIGNALS) + " |", "|---|" + "---|" * len(SIGNALS)]
+    for method, series in signals.items():
+        lines.append(f"| {method} | " + " | ".join(_halves(series[name]) for name in SIGNALS) + " |")
     lines += ["", "Wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())]
     if peak_rss is not None:
         lines += ["", f"Peak memory (resident set size of the demo process): {peak_rss / 1e9:.2f} GB"]
-    lines += ["", "![recovery curves](eval/recovery.png)", ""]
+    lines += ["", "![recovery curves](eval/recovery.png)", "", "![training](training.png)", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def _training_prompt_args() -> list[str]:
+    """`divrl eval recovery` flags for the split seed, prompts and temperature the training recipes use."""
+    import yaml
+
+    recipe = yaml.safe_load((RECIPES / "grpo.yaml").read_text())
+    return ["--seed", str(recipe.get("split_seed") or 0), "--prompt-style", recipe["prompt_style"],
+            "--n-exemplars", str(recipe["n_exemplars"]), "--temperature", str(recipe["temperature"])]
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -79,6 +128,9 @@ def run_demo(args: argparse.Namespace) -> int:
     from divrl.memory import peak_rss_bytes, release_freed_memory, return_large_frees_to_os
     from divrl.models import resolve_model_name
 
+    if min(args.steps, args.prompts_per_step, args.instances, args.samples) < 1 or not args.learning_rate > 0:
+        raise SystemExit("divrl demo: --steps, --prompts-per-step, --instances and --samples must be >= 1 and "
+                         "--learning-rate > 0")
     if not RECIPES.is_dir():
         raise SystemExit(f"divrl demo needs the repository's recipes/ folder ({RECIPES} not found): run it from a "
                          "source checkout (`make demo`)")
@@ -96,7 +148,10 @@ def run_demo(args: argparse.Namespace) -> int:
         _banner(i, total, f"training {method} for {args.steps} steps", start)
         t0 = time.time()
         code = divrl(["train", str(RECIPES / f"{method}.yaml"), "--model_name_or_path", args.model,
+                      *(arg for key, value in BOOLEAN.items() for arg in ("--task_arg", f"{key}={value}")),
                       "--max_steps", str(args.steps), "--instance_limit", str(args.instances),
+                      "--per_device_train_batch_size", str(8 * args.prompts_per_step),
+                      "--learning_rate", str(args.learning_rate), "--max_completion_length", str(MAX_NEW_TOKENS),
                       "--output_dir", str(out / method), "--logging_steps", "1", "--save_strategy", "no",
                       # the demo evaluates every model on held-out instances once training ends
                       "--recovery_eval", "false"])
@@ -107,10 +162,10 @@ def run_demo(args: argparse.Namespace) -> int:
     _banner(total - 1, total, f"recovery evaluation of base + {', '.join(args.methods)}", start)
     t0 = time.time()
     models = [arg for m in [args.model, *(str(out / m) for m in args.methods)] for arg in ("--model", m)]
-    code = divrl(["eval", "recovery", *models, "--task", "hypospace-voxel", "--grid", str(VOXEL["grid"]),
-                  "--max-height", str(VOXEL["max_height"]), "--max-blocks", str(VOXEL["max_blocks"]),
-                  "--limit", str(args.instances), "--split", "test", "--samples", str(args.samples),
-                  "--max-new-tokens", "80", "--out", str(out / "eval")])
+    code = divrl(["eval", "recovery", *models, "--task", "hypospace-boolean", "--operators", BOOLEAN["operators"],
+                  "--max-depth", str(BOOLEAN["max_depth"]), *_training_prompt_args(), "--limit", str(args.instances),
+                  "--split", "test", "--samples", str(args.samples), "--max-new-tokens", str(MAX_NEW_TOKENS),
+                  "--out", str(out / "eval")])
     if code:
         return code
     timings["evaluate"] = time.time() - t0
@@ -126,8 +181,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", default="embedded:gemma-3-270m", help="model to train (default: embedded)")
     parser.add_argument("--methods", nargs="+", default=["grpo", "ips"], choices=["grpo", "ips", "qd", "maxent",
                         "fkl", "js"], help="CPU recipes to train (default: grpo ips)")
-    parser.add_argument("--steps", type=int, default=4, help="training steps per method (default 4)")
-    parser.add_argument("--instances", type=int, default=8, help="instances before the 50/50 split (default 8)")
-    parser.add_argument("--samples", type=int, default=8, help="samples per held-out instance (default 8)")
+    parser.add_argument("--steps", type=int, default=10, help="training steps per method (default 10)")
+    parser.add_argument("--prompts-per-step", type=int, default=2,
+                        help="observation sets per step, each with a group of 8 completions (default 2)")
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="LoRA learning rate (default 1e-4)")
+    parser.add_argument("--instances", type=int, default=18,
+                        help="observation sets before the 50/50 split (default 18 of the task's 36)")
+    parser.add_argument("--samples", type=int, default=8, help="samples per held-out observation set (default 8)")
     parser.add_argument("--out", default="demo_out", help="output directory (default demo_out)")
     parser.set_defaults(func=run_demo)
