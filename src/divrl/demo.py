@@ -181,7 +181,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", default="embedded:gemma-3-270m", help="model to train (default: embedded)")
     parser.add_argument("--methods", nargs="+", default=["grpo", "ips"], choices=["grpo", "ips", "qd", "maxent",
                         "fkl", "js"], help="CPU recipes to train (default: grpo ips)")
-    parser.add_argument("--steps", type=int, default=10, help="training steps per method (default 10)")
+    parser.add_argument("--steps", type=int, default=8, help="training steps per method (default 8)")
     parser.add_argument("--prompts-per-step", type=int, default=2,
                         help="observation sets per step, each with a group of 8 completions (default 2)")
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="LoRA learning rate (default 1e-4)")
