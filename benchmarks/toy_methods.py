@@ -29,9 +29,11 @@ from divrl.toy.runner import TrainConfig, train
 SEEDS = [42, 142, 242, 342, 442]
 RESULTS = Path(__file__).parent / "results"
 METHODS = ["grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count", "unlikely", "passk", "clipcov",
-           "klcov", "ips+count", "pop+ips+qd"]
-# The only setting that differs between methods: KL-Cov acts on a reused batch (|log pi - log pi_old| = 0 otherwise).
-METHOD_OVERRIDES: dict[str, dict[str, Any]] = {"klcov": {"updates_per_batch": 2}}
+           "klcov", "cliphigher", "topentropy", "ips+count", "pop+ips+qd"]
+# The only setting that differs between methods: KL-Cov and clip-higher act on a reused batch (on a batch's first
+# update |log pi - log pi_old| = 0 and the ratio is 1, so neither could do anything).
+METHOD_OVERRIDES: dict[str, dict[str, Any]] = {"klcov": {"updates_per_batch": 2},
+                                               "cliphigher": {"updates_per_batch": 2}}
 # name -> (CLI environment whose defaults apply, builder, what it tests)
 ENVS: dict[str, tuple[str, Any, str]] = {
     "bandit-equal": ("bandit", lambda: make_bandit([1, 1, 1, 0], initial_logits=[2.0, 0.0, -1.0, 0.0]),
@@ -125,8 +127,9 @@ def markdown(results: dict[str, Any]) -> str:
     """The BENCHMARKS.md fragment: one table per environment."""
     lines = ["## Every method on the toy environments (issue 15)", "",
              f"{len(SEEDS)} seeds ({', '.join(map(str, SEEDS))}) per cell, each environment's `divrl toy` defaults "
-             f"(pass@k uses k = 4; klcov takes the 2 updates per batch it needs); means over seeds with 95% Student-t "
-             f"intervals, from the last 10 steps. Reward: "
+             "(pass@k uses k = 4; klcov and cliphigher take the 2 updates per batch they need; cliphigher and "
+             "topentropy are TRL's own levers, `epsilon_high` 0.28 and `top_entropy_quantile` 0.2, as baselines); "
+             "means over seeds with 95% Student-t intervals, from the last 10 steps. Reward: "
              f"the policy's expected reward; modes: reported outcome groups holding >= {COVERED} of their "
              f"reward-proportional target mass; L1: distance of the outcome distribution to that target; pass@4: "
              f"P(one of 4 samples reaches the best reward). Produced by `benchmarks/toy_methods.py` "

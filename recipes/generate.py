@@ -36,9 +36,10 @@ METHODS: dict[str, dict[str, Any]] = {
     "count": {"count_bonus_coef": 0.5},  # historical outcome-count UCB (Song, Kempe & Munos 2025); c: divrl choice
     "unlikely": {"unlikeliness_beta": 0.25},  # Rewarding the Unlikely (He, Fried & Welleck 2025): their release's beta
     "passk": {"passk": 4},  # Pass@k Training (Chen et al. 2025), k = half the group of 8 (divrl choice)
-    # TRL's own levers, as baselines beside divrl's methods: DAPO's clip-higher (epsilon_high 0.28) and "Beyond the
+    # TRL's own levers, as baselines beside divrl's methods: DAPO's clip-higher (epsilon_high 0.28; on a batch used
+    # once the ratio is 1 and no clip binds, so two passes per generation as DAPO's mini-batches) and "Beyond the
     # 80/20 Rule"'s policy loss on the top 20% highest-entropy tokens.
-    "clip-higher": {"epsilon_high": 0.28},
+    "clip-higher": {"epsilon_high": 0.28, "num_iterations": 2},
     "top-entropy": {"top_entropy_quantile": 0.2},
     # "The Entropy Mechanism of RL for Reasoning LMs" (Cui et al. 2025): verl's clip_cov / kl_cov defaults; KL-Cov
     # needs a reused batch (two passes over each generation).

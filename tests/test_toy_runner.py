@@ -25,8 +25,9 @@ def test_method_parsing():
     assert Method.parse("ips+clipcov").cov == "clip_cov" and Method.parse("klcov").cov == "kl_cov"
     with pytest.raises(ValueError, match="choose one"):
         Method.parse("clipcov+klcov")
+    assert Method.parse("ips+cliphigher").clip_higher and Method.parse("topentropy").top_entropy
     with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js, flowrl, count, unlikely, passk, "
-                                         "clipcov, klcov"):
+                                         "clipcov, klcov, cliphigher, topentropy"):
         Method.parse("ips+dpo")
     with pytest.raises(ValueError, match="choose one divergence"):
         Method.parse("fkl+js")
@@ -186,6 +187,23 @@ def test_cov_components_pick_tokens_by_covariance_and_klcov_needs_a_reused_batch
     picked = trainer._cov_tokens(logp, logp, advantages, rollout.mask)
     assert picked.squeeze(-1).tolist() == [[False, False, False, True]]  # the likeliest sample with A > 0
     run = train(BANDIT, "clipcov", TrainConfig(steps=3, group_size=8, lr=0.05, cov_ratio=0.5), [0])
+    assert np.isfinite(run.curves["l1_to_target"]).all()
+
+
+def test_clip_higher_acts_only_on_a_reused_batch_and_top_entropy_keeps_the_top_tokens():
+    # On a batch's first update the ratio is 1, so the upper clip cannot bind: cliphigher equals GRPO there.
+    def final(method: str, updates: int) -> np.ndarray:
+        cfg = TrainConfig(steps=20, group_size=8, lr=0.5, updates_per_batch=updates)
+        return train(BANDIT, method, cfg, [0]).final_distribution
+
+    assert np.array_equal(final("cliphigher", 1), final("grpo", 1))
+    assert not np.allclose(final("cliphigher", 4), final("grpo", 4))
+    trainer = Trainer(BANDIT, Method.parse("topentropy"), TrainConfig(steps=1, group_size=5, lr=0.1,
+                                                                        top_entropy_quantile=0.4), [0])
+    entropy = torch.tensor([[[0.1], [0.5], [0.3], [0.9], [0.7]]])
+    mask = torch.tensor([[[1.0], [1.0], [1.0], [1.0], [0.0]]])  # the last token is padding: not counted
+    assert trainer._high_entropy_tokens(entropy, mask).squeeze(-1).tolist() == [[0.0, 1.0, 0.0, 1.0, 1.0]]
+    run = train(make_hypergrid(), "topentropy", TrainConfig(steps=3, group_size=8, lr=0.05), [0])
     assert np.isfinite(run.curves["l1_to_target"]).all()
 
 

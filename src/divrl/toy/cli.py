@@ -82,6 +82,9 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "unlikely_beta": ("--unlikely-beta", float, "unlikely: beta_rank of r (1 - beta rank / G) (default 0.25)"),
     "cov_ratio": ("--cov-ratio", float, "clipcov / klcov: share of tokens acted on, at least one (default 2e-4)"),
     "cov_kl_coef": ("--cov-kl-coef", float, "klcov: coefficient of |log pi - log pi_old| (default 1)"),
+    "clip_high": ("--clip-high", float, "cliphigher: upper ratio clip, TRL's epsilon_high (default 0.28)"),
+    "top_entropy_quantile": ("--top-entropy-quantile", float,
+                             "topentropy: share of tokens by entropy the loss keeps, TRL's (default 0.2)"),
     "passk_k": ("--passk-k", int, "passk: k of the best-of-k advantages; also the k of the pass_at_k metric "
                 "(default 4)"),
     "flowrl_beta": ("--flowrl-beta", float, "flowrl: reward scale beta_r (default 15, FlowRL's value for LLM "

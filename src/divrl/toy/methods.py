@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 COMPONENTS = ("grpo", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count", "unlikely", "passk", "clipcov",
-              "klcov")
+              "klcov", "cliphigher", "topentropy")
 COVARIANCE_OF = {"clipcov": "clip_cov", "klcov": "kl_cov"}  # component -> DivRLConfig.cov_method
 DIVERGENCE_OF = {"fkl": "forward_kl", "js": "js"}  # component -> divrl.core divergence replacing reverse KL
 
@@ -24,6 +24,10 @@ class Method:
     unlikely: bool = False  # unlikeliness reward: r (1 - beta rank / G), rank by the sample's log-prob
     passk: bool = False  # pass@k (best-of-k) advantages replace group normalisation
     cov: str | None = None  # Clip-Cov / KL-Cov on the highest-covariance tokens ('clip_cov' | 'kl_cov')
+    # TRL's own levers, as baselines: DAPO's clip-higher (ratio clipped to [1 - clip, 1 + clip_high], TRL's
+    # epsilon_high) and the policy gradient on the highest-entropy tokens only (TRL's top_entropy_quantile)
+    clip_higher: bool = False
+    top_entropy: bool = False
     divergence: str = "reverse_kl"  # regulariser toward the frozen initial policy
 
     @classmethod
@@ -46,4 +50,5 @@ class Method:
                    pop="pop" in parts, flowrl="flowrl" in parts, count="count" in parts,
                    unlikely="unlikely" in parts, passk="passk" in parts,
                    cov=COVARIANCE_OF[covariance[0]] if covariance else None,
+                   clip_higher="cliphigher" in parts, top_entropy="topentropy" in parts,
                    divergence=DIVERGENCE_OF[divergences[0]] if divergences else "reverse_kl")

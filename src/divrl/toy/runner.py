@@ -7,8 +7,10 @@ divergence to the frozen initial policy, on samples drawn from it, replacing the
 (FlowRL's trajectory-balance loss with a learned log Z replacing the clipped surrogate), `count` (a bonus
 c / sqrt(1 + n) for each rewarded outcome, n = its count over the run), `unlikely` (rewards times
 1 - beta rank / G, rank by the sample's mean log-prob), `passk` (best-of-k advantages), `clipcov` / `klcov`
-(Clip-Cov / KL-Cov on the tokens whose log-prob and advantage covary most). All
-algorithmic pieces come from `divrl.core`; this module only wires them to the toy policies.
+(Clip-Cov / KL-Cov on the tokens whose log-prob and advantage covary most), and TRL's own levers as baselines:
+`cliphigher` (the ratio's upper clip at `clip_high`) and `topentropy` (the loss on each member's highest-entropy
+tokens only, as TRL's `top_entropy_quantile`). All algorithmic pieces come from `divrl.core` (the two TRL levers
+mirror TRL's own code, which the trainers run); this module only wires them to the toy policies.
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
 """
@@ -108,6 +110,8 @@ class TrainConfig:
     passk_k: int = 4  # passk: k of the best-of-k advantages; every method's pass_at_k metric uses it too
     cov_ratio: float = 2e-4  # clipcov / klcov: share of a member's batch tokens acted on (at least one)
     cov_kl_coef: float = 1.0  # klcov: coefficient of |log pi - log pi_old|
+    clip_high: float = 0.28  # cliphigher: upper ratio clip (DAPO's 0.28, TRL's epsilon_high)
+    top_entropy_quantile: float = 0.2  # topentropy: share of a member's tokens, by entropy, the loss keeps (TRL's)
     # flowrl: reward scale beta_r of the trajectory-balance residual. FlowRL's published 15 is tuned for LLM
     # rewards; on the toys it leaves no interior fixed point (see divrl.toy.fixed_points, benchmarks/toy_flowrl.py).
     flowrl_beta: float = FLOWRL_BETA
@@ -144,6 +148,8 @@ class TrainConfig:
             "passk_k": (self.passk_k >= 1, at_least_one),
             "cov_ratio": (0 < self.cov_ratio <= 1, "in (0, 1]"),
             "cov_kl_coef": (math.isfinite(self.cov_kl_coef) and self.cov_kl_coef >= 0, non_negative),
+            "clip_high": (math.isfinite(self.clip_high) and self.clip_high > 0, positive),
+            "top_entropy_quantile": (0 < self.top_entropy_quantile <= 1, "in (0, 1]"),
             "flowrl_beta": (math.isfinite(self.flowrl_beta) and self.flowrl_beta > 0, positive),
             "optimizer": (self.optimizer in ("adam", "sgd"), "adam or sgd"),
             "adv_scale": (self.adv_scale in ("group", "batch", "none"), "group, batch or none"),
@@ -356,7 +362,10 @@ class Trainer:
                 loss = self.trajectory_balance(rollout, logp, old_logp, ref_logp, advantages)
             else:
                 ratio = torch.exp(logp - old_logp)
-                surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv)
+                upper = cfg.clip_high if method.clip_higher else cfg.clip
+                surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + upper) * adv)
+                if method.top_entropy:
+                    surrogate = surrogate * self._high_entropy_tokens(token_entropy.detach(), mask)
                 loss = -self._per_member_mean(surrogate, mask)
             if reverse_kl:
                 assert ref_logp is not None
@@ -373,6 +382,15 @@ class Trainer:
             loss.sum().backward()
             self.optimizer.step()
         return entropy
+
+    def _high_entropy_tokens(self, token_entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Per member, its tokens whose entropy is at or above the (1 - top_entropy_quantile) quantile of its
+        batch's tokens, as TRL's `top_entropy_quantile` selects them: (P, N, T) floats, 1 where kept."""
+        keep = torch.zeros_like(token_entropy)
+        for p in range(len(token_entropy)):
+            threshold = torch.quantile(token_entropy[p][mask[p] > 0], 1 - self.cfg.top_entropy_quantile)
+            keep[p] = (token_entropy[p] >= threshold).float()
+        return keep
 
     @torch.no_grad()
     def _cov_tokens(self, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
