@@ -224,6 +224,11 @@ def _first_rows(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
     return first, inverse
 
 
+# The KV cache's name in model outputs, forward kwargs and generation kwargs: `cache` from transformers 5.24,
+# `past_key_values` before (5.24 still accepts it in forward, with a deprecation warning, but not in `generate`).
+_CACHE_KEY, _LEGACY_CACHE_KEY = "cache", "past_key_values"
+
+
 def _expandable_cache(cache: Any) -> bool:
     """A cache whose rows can be re-indexed exactly (transformers' dynamic full / sliding-window layers)."""
     from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
@@ -254,12 +259,13 @@ def shared_prompt_hidden_states(
     prompt = backbone(
         input_ids=input_ids[first, :prompt_length], attention_mask=attention_mask[first, :prompt_length], use_cache=True
     )
-    cache = prompt.past_key_values
+    cache_key = _CACHE_KEY if _CACHE_KEY in prompt else _LEGACY_CACHE_KEY
+    cache = prompt[cache_key]
     if not _expandable_cache(cache):
         return None
     cache.reorder_cache(inverse)
     completion = backbone(
-        input_ids=input_ids[:, prompt_length:], attention_mask=attention_mask, past_key_values=cache, use_cache=True
+        input_ids=input_ids[:, prompt_length:], attention_mask=attention_mask, use_cache=True, **{cache_key: cache}
     )
     return torch.cat([prompt.last_hidden_state[inverse, -1:], completion.last_hidden_state], dim=1)
 
@@ -391,7 +397,7 @@ def _prefill_distinct_rows(model: Any, input_ids: torch.Tensor, generation_confi
     row's copies (`num_return_sequences` and GRPO groups repeat every prompt n times): the same outputs for n times
     fewer prefill FLOPs. Falls back to the plain prefill when no row repeats or the cache cannot be re-indexed."""
     mask = model_kwargs.get("attention_mask")
-    cache = model_kwargs.get("past_key_values")
+    cache = model_kwargs.get(_CACHE_KEY, model_kwargs.get(_LEGACY_CACHE_KEY))
     rows = None
     if model_kwargs.get("inputs_embeds") is None and _expandable_cache(cache) and cache.get_seq_length() == 0:
         rows = _first_rows(input_ids if mask is None else torch.cat([input_ids, mask], dim=1))
