@@ -309,14 +309,14 @@ def concentration(evals: list[dict[str, Any]]) -> dict[str, float]:
     """Where the samples go, averaged over seeds: the share of an instance's samples taken by its most
     frequent answer, and the number of distinct readable answers over all test instances together (a
     policy that writes the same answer whatever the observation has few)."""
+    from divrl.tasks.hypospace.recovery import modal_share
+
     modal, overall = [], []
     for entry in evals:
         answers: set[str] = set()
         for instance in entry["instances"]:
-            readable = [p for p in instance["proposals"] if p is not None]
-            answers.update(readable)
-            top = max((readable.count(p) for p in set(readable)), default=0)
-            modal.append(top / len(instance["proposals"]))
+            answers.update(p for p in instance["proposals"] if p is not None)
+            modal.append(modal_share(instance["proposals"]))
         overall.append(len(answers))
     return {"modal_share": float(np.mean(modal)), "distinct_answers_overall": float(np.mean(overall))}
 

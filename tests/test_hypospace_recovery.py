@@ -415,3 +415,10 @@ def test_exact_curve_through_the_real_transformers_sampler(
         assert result[metric]["mean"] == pytest.approx(EXPECTED[metric])
     assert all(not script for script in scripts.values())
     assert calls == ([(1, 4)] * 4 if protocol == "parallel" else [(4, 1)] * 4)
+
+
+def test_modal_share_counts_unreadable_samples_in_the_denominator_only() -> None:
+    from divrl.tasks.hypospace.recovery import modal_share
+
+    assert modal_share(["a", "a", "b", None]) == 0.5
+    assert modal_share([None, None]) == 0.0 and modal_share(["x"]) == 1.0

@@ -65,6 +65,13 @@ def score_proposals(proposals: Sequence[str | None], admissible: frozenset[str])
     }
 
 
+def modal_share(proposals: Sequence[str | None]) -> float:
+    """Share of an instance's samples taken by its most frequent readable answer (unreadable samples count in the
+    denominator only): near 1 when the policy writes one answer for this observation."""
+    readable = [p for p in proposals if p is not None]
+    return max((readable.count(p) for p in set(readable)), default=0) / len(proposals)
+
+
 def samples_per_instance(instances: Sequence[Instance], samples_per_hypothesis: float) -> list[int]:
     """HypoSpace's budget: N = ceil(m * |H_O|) samples for each instance (m = `samples_per_hypothesis` > 0)."""
     if not samples_per_hypothesis > 0:
