@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 from machine import cpu_model
 
+from divrl.tasks.hypospace.recovery_cli import recipe_eval_flags
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
 RECIPES = ROOT / "recipes" / "embedded-cpu"
@@ -75,9 +77,7 @@ class TaskSetting:
             else:
                 args += [flag, *map(str, value if isinstance(value, list) else [value])]
         recipe = self.recipe()
-        args += ["--seed", str(recipe.get("split_seed", 0)), "--prompt-style", recipe.get("prompt_style", "auto"),
-                 "--n-exemplars", str(0 if zero_shot else recipe.get("n_exemplars", 3)),
-                 "--temperature", str(recipe.get("temperature", 1.0))]
+        args += recipe_eval_flags(recipe, zero_shot)
         limit = recipe.get("instance_limit")
         return args + (["--limit", str(limit)] if limit is not None else [])
 

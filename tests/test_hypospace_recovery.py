@@ -312,6 +312,23 @@ def test_expand_models_keeps_plain_models(tmp_path: Path) -> None:
     assert expand_models([str(model), "org/name"]) == [(str(model), str(model)), ("org/name", "org/name")]
 
 
+def test_recipe_eval_flags_follow_the_recipe_and_default_as_divrl_train_does() -> None:
+    import dataclasses
+
+    from divrl.train import TrainScriptArguments
+    from divrl.trainers.config import DivRLConfig
+
+    recipe = {"split_seed": 7, "prompt_style": "base", "n_exemplars": 2, "temperature": 0.8}
+    assert recovery_cli.recipe_eval_flags(recipe) == [
+        "--seed", "7", "--prompt-style", "base", "--n-exemplars", "2", "--temperature", "0.8"]
+    assert recovery_cli.recipe_eval_flags(recipe, zero_shot=True)[5] == "0"
+    defaults = TrainScriptArguments()
+    temperature = next(f.default for f in dataclasses.fields(DivRLConfig) if f.name == "temperature")
+    expected = ["--seed", str(defaults.split_seed), "--prompt-style", defaults.prompt_style,
+                "--n-exemplars", str(defaults.n_exemplars), "--temperature", str(temperature)]
+    assert recovery_cli.recipe_eval_flags({}) == expected
+
+
 def test_generate_cli_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "causal.jsonl"
     argv = ["hypospace", "generate", "--domain", "causal", "--nodes", "3", "--observations", "1", "3"]

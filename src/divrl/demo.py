@@ -107,20 +107,14 @@ def write_report(out: Path, args: argparse.Namespace, timings: dict[str, float],
     return path
 
 
-def _training_prompt_args() -> list[str]:
-    """`divrl eval recovery` flags for the split seed, prompts and temperature the training recipes use."""
-    import yaml
-
-    recipe = yaml.safe_load((RECIPES / "grpo.yaml").read_text())
-    return ["--seed", str(recipe.get("split_seed") or 0), "--prompt-style", recipe["prompt_style"],
-            "--n-exemplars", str(recipe["n_exemplars"]), "--temperature", str(recipe["temperature"])]
-
-
 def run_demo(args: argparse.Namespace) -> int:
     """Prepare, train each method, evaluate all models, report; prints progress throughout."""
+    import yaml
+
     from divrl.cli import main as divrl
     from divrl.memory import peak_rss_bytes, release_freed_memory, return_large_frees_to_os
     from divrl.models import resolve_model_name
+    from divrl.tasks.hypospace.recovery_cli import recipe_eval_flags
 
     if min(args.steps, args.prompts_per_step, args.instances, args.samples) < 1 or not args.learning_rate > 0:
         raise SystemExit("divrl demo: --steps, --prompts-per-step, --instances and --samples must be >= 1 and "
@@ -156,8 +150,9 @@ def run_demo(args: argparse.Namespace) -> int:
     _banner(total - 1, total, f"recovery evaluation of base + {', '.join(args.methods)}", start)
     t0 = time.time()
     models = [arg for m in [args.model, *(str(out / m) for m in args.methods)] for arg in ("--model", m)]
+    prompt_flags = recipe_eval_flags(yaml.safe_load((RECIPES / "grpo.yaml").read_text()))
     code = divrl(["eval", "recovery", *models, "--task", "hypospace-boolean", "--operators", BOOLEAN["operators"],
-                  "--max-depth", str(BOOLEAN["max_depth"]), *_training_prompt_args(), "--limit", str(args.instances),
+                  "--max-depth", str(BOOLEAN["max_depth"]), *prompt_flags, "--limit", str(args.instances),
                   "--split", "test", "--samples", str(args.samples), "--max-new-tokens", str(MAX_NEW_TOKENS),
                   "--out", str(out / "eval")])
     if code:

@@ -20,6 +20,15 @@ from divrl.tasks.hypospace.cli import add_task_arguments, output_directory, spli
 TASK_NAMES = ("hypospace-causal", "hypospace-voxel", "hypospace-boolean")
 
 
+def recipe_eval_flags(recipe: dict[str, Any], zero_shot: bool = False) -> list[str]:
+    """`divrl eval recovery` flags for the split seed, prompts and temperature a training recipe uses, so a model is
+    evaluated on the prompts it trained on (`zero_shot`: no worked examples, as after `divrl sft`). Missing keys take
+    `divrl train`'s defaults (TrainScriptArguments, GRPOConfig's temperature 1.0)."""
+    return ["--seed", str(recipe.get("split_seed", 0)), "--prompt-style", recipe.get("prompt_style", "auto"),
+            "--n-exemplars", str(0 if zero_shot else recipe.get("n_exemplars", 3)),
+            "--temperature", str(recipe.get("temperature", 1.0))]
+
+
 def register(subparsers: Any) -> None:
     """Add `divrl eval recovery ...`."""
     parser = subparsers.add_parser(
