@@ -27,10 +27,13 @@ def _row(modes: tuple[float, float], l1: tuple[float, float]) -> dict:
 def test_claims_pass_or_fail_on_the_intervals() -> None:
     results = {"envs": {"bandit-equal": {"grpo": _row((1, 2), (0.9, 1.2)), "unlikely": _row((3, 3), (0.0, 0.04))},
                         "hypergrid": {"grpo": _row((1, 1), (1.7, 1.8)), "clipcov": _row((1, 2), (1.6, 1.8)),
-                                      "klcov": _row((2, 3), (1.0, 1.2))}},
+                                      "grpo-2updates": _row((1, 1), (1.7, 1.8)), "klcov": _row((2, 3), (1.0, 1.2))}},
                "early_passk": {"passk_minus_grpo": {"low": -0.01}}}
     verdicts = dict((text.split(" ")[0], passed) for text, passed in bench.claims(results))
     assert verdicts == {"unlikeliness": True, "pass@k": False, "clipcov": False, "klcov": True}
     results["envs"]["bandit-equal"]["unlikely"] = _row((3, 3), (0.0, 0.06))  # the interval reaches above 0.05
     assert not bench.claims(results)[0][1]
+    # KL-Cov is judged against GRPO with the same 2 updates per batch
+    results["envs"]["hypergrid"]["grpo-2updates"] = _row((2, 3), (1.0, 1.2))
+    assert dict((text.split(" ")[0], passed) for text, passed in bench.claims(results))["klcov"] is False
     assert bench.claims({"envs": {}}) == []  # nothing run yet: nothing judged
