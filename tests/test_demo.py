@@ -11,7 +11,7 @@ import pytest
 @pytest.mark.slow
 def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from divrl import memory, train
+    from divrl import demo, memory, train
     from divrl.cli import main
 
     calls = []  # memory hygiene (issue 12): large frees unmapped from the start, memory released after each phase
@@ -23,6 +23,10 @@ def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, cap
     spy(memory, "return_large_frees_to_os", "unmap large frees")
     spy(memory, "release_freed_memory", "release")
     spy(train, "main", "train")
+    trained_tasks = []  # each training's task parameters: the ones the evaluation uses
+    build_task = train.build_task
+    monkeypatch.setattr(train, "build_task", lambda name, **params: trained_tasks.append((name, params))
+                        or build_task(name, **params))
     out = tmp_path / "demo"
     code = main(["demo", "--model", str(tiny_qwen3), "--steps", "1", "--instances", "4", "--samples", "2",
                  "--out", str(out)])
@@ -40,6 +44,8 @@ def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, cap
     assert calls == ["unmap large frees", "release", "train", "release", "train", "release"]
     for method in ("grpo", "ips"):
         assert (out / method / "adapter_model.safetensors").is_file()
+    assert len(trained_tasks) == 2
+    assert all(name == "hypospace-boolean" and demo.BOOLEAN.items() <= params.items() for name, params in trained_tasks)
 
 
 @pytest.mark.parametrize("flag", ["--steps", "--prompts-per-step", "--instances", "--samples", "--learning-rate"])

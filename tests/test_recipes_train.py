@@ -59,6 +59,22 @@ def test_task_arg_overrides_parse_yaml_values():
         task_args_with_overrides(TrainScriptArguments(task_arg=["oops"]))
 
 
+@pytest.mark.parametrize("flags", [
+    ["--task_arg", "operators=basic", "--task_arg", "max_depth=1"],  # repeated: argparse alone keeps the last
+    ["--task_arg=operators=basic", "--task_arg", "max_depth=1"],
+    ["--task_arg", "operators=basic", "max_depth=1"],
+])
+def test_every_task_arg_override_applies(flags: list[str], tmp_path) -> None:
+    from divrl import sft
+
+    recipe = ["--config", "recipes/embedded-cpu/hypospace-boolean/grpo.yaml", "--output_dir", str(tmp_path)]
+    script, _, _ = parse_recipe([*recipe[:2], *flags, *recipe[2:]])
+    assert task_args_with_overrides(script) == {"operators": "basic", "max_depth": 1, "format_reward": 0.2}
+    sft_script, _, _ = sft.parse_recipe(["--config", "recipes/sft/hypospace-boolean.yaml", *flags,
+                                         "--output_dir", str(tmp_path)])
+    assert {"operators": "basic", "max_depth": 1}.items() <= task_args_with_overrides(sft_script).items()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("task", "method", "metric"), [
     ("hypospace-voxel", "ips", "ips/distinct_outcomes"),

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from divrl.task import build_task
-from divrl.train import TaskArguments, load_recipe_file, register_recipe_command, task_args_with_overrides
+from divrl.train import (
+    TaskArguments,
+    load_recipe_file,
+    merge_repeated_task_args,
+    register_recipe_command,
+    task_args_with_overrides,
+)
 
 MERGED_SUBDIR = "merged"
 
@@ -61,7 +67,7 @@ def parse_recipe(argv: Sequence[str]) -> tuple[SFTScriptArguments, Any, Any]:
 
     from divrl.recipe_checks import RecipeOrigin, check_recipe_types
 
-    args = list(argv)
+    args = merge_repeated_task_args(argv)
     config_path = args[args.index("--config") + 1] if "--config" in args[:-1] else None
     recipe = load_recipe_file(config_path) if config_path else {}
     groups = (SFTScriptArguments, SFTConfig, ModelConfig)

@@ -79,6 +79,29 @@ class TrainScriptArguments(TaskArguments):
                 "checkpoints); resume_from_checkpoint is ignored."})
 
 
+def merge_repeated_task_args(args: Sequence[str]) -> list[str]:
+    """`args` with every `--task_arg` occurrence gathered into one at the end: argparse keeps only the last
+    occurrence of a repeated flag, so `--task_arg a=1 --task_arg b=2` would silently drop a=1."""
+    merged, rest, seen = [], [], False
+    items = iter(args)
+    arg = next(items, None)
+    while arg is not None:
+        if arg == "--task_arg":
+            seen = True
+            arg = next(items, None)
+            while arg is not None and not arg.startswith("--"):
+                merged.append(arg)
+                arg = next(items, None)
+            continue
+        if arg.startswith("--task_arg="):
+            seen = True
+            merged.append(arg.removeprefix("--task_arg="))
+        else:
+            rest.append(arg)
+        arg = next(items, None)
+    return rest + ["--task_arg", *merged] if seen else rest  # a bare --task_arg stays, for argparse's own error
+
+
 def task_args_with_overrides(script_args: TaskArguments) -> dict[str, Any]:
     """task_args merged with the KEY=VALUE overrides (values parsed as YAML scalars)."""
     import yaml
@@ -230,7 +253,7 @@ def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
 
     from divrl.trainers.config import DivRLConfig
 
-    args = list(argv) if argv is not None else sys.argv[1:]
+    args = merge_repeated_task_args(argv if argv is not None else sys.argv[1:])
     config_path = None
     if "--config" in args:
         if args[-1] == "--config":
