@@ -1,9 +1,9 @@
 """Seconds to sample a recovery evaluation of the embedded Gemma-3-270M on the CPU: transformers' loop vs divrl's.
 
-The evaluation `benchmarks/hypospace_recovery.py` runs (`divrl eval recovery`): HypoSpace Boolean (x, y; AND/OR/NOT;
-depth 2), the held-out test split of the recipe's 78 instances, 3-shot base prompts, N samples per instance of at
-most T tokens, stopping at the END line, 16 sequences per generate call. Two arms sample from two copies of the
-same model with `divrl.sampling.TransformersSampler`:
+The evaluation `benchmarks/hypospace_recovery.py` runs (`divrl eval recovery`): HypoSpace Boolean (x, y; AND/OR;
+depth 2), the held-out test split (18 of the 36 instances; the recipe's limit of 78 keeps all), 3-shot base prompts,
+N samples per instance of at most T tokens, stopping at the END line, 16 sequences per generate call. Two arms
+sample from two copies of the same model with `divrl.sampling.TransformersSampler`:
 - `before`: `cpu_fast=False`, transformers' own sampling loop, every sample prefills its prompt (today's path);
 - `divrl`: `cpu_fast=True`, each prompt's KV cache computed once and shared by its N samples, the few-row LM head
   and CDF-inversion sampling (the same sampling distribution).

@@ -90,7 +90,7 @@ class TaskSetting:
 TASKS = {
     # the recipe's 3x3 grid, height 3, 1-3 blocks: a 3-layer answer is 71 tokens with its END line
     "voxel": TaskSetting("hypospace-voxel", {}, 80),
-    "boolean": TaskSetting("hypospace-boolean", {"operators": "basic"}, 24),  # x, y with AND/OR/NOT, depth 2
+    "boolean": TaskSetting("hypospace-boolean", {"operators": "basic"}, 24),  # x, y with AND/OR, depth 2
     "causal": TaskSetting("hypospace-causal", {}, 48),  # the recipe's 4 nodes
 }
 # Recipe name -> label; "pop-ips-qd" is the recipes' best composition (population soup of IPS + QD policies).
