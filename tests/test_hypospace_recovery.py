@@ -230,6 +230,68 @@ def test_cli_writes_exact_json_and_one_curve_per_checkpoint(tmp_path: Path, monk
     assert (out / "recovery.png").stat().st_size > 0
 
 
+def test_cli_resumes_an_interrupted_evaluation_from_its_finished_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    model = _fake_model(tmp_path / "model")
+
+    class Interrupted(Exception):
+        pass
+
+    class InterruptedSampler(ScriptedSampler):
+        """Answers `chunks` calls, then stops as a killed evaluation would."""
+
+        def __init__(self, chunks: int) -> None:
+            super().__init__(_scripts())
+            self.left = chunks
+
+        def __call__(self, prompts: Sequence[sampling.Prompt], n: int = 1) -> list[list[str]]:
+            if self.left == 0:
+                raise Interrupted
+            self.left -= 1
+            return super().__call__(prompts, n)
+
+    out = tmp_path / "eval"
+    argv = ["eval", "recovery", "--model", str(model), *VOXEL_ARGS, "--split", "all", "--samples", "4",
+            "--instances-per-call", "1", "--no-progress", "--out", str(out)]
+    monkeypatch.setattr(sampling, "make_sampler", lambda *a, **k: InterruptedSampler(2))
+    with pytest.raises(Interrupted):
+        _run(argv, monkeypatch)
+    partial = out / "partial" / "model-0.jsonl"
+    assert len(partial.read_text().splitlines()) == 1 + 2  # the settings, then the two finished instances
+    with partial.open("a") as file:
+        file.write('{"id": "cut sh')  # the interruption cut a line short: ignored
+
+    resumed = ScriptedSampler(_scripts())
+    for instance in INSTANCES[:2]:  # what the first run consumed
+        resumed.scripts[instance.id] = []
+    monkeypatch.setattr(sampling, "make_sampler", lambda *a, **k: resumed)
+    assert _run(argv, monkeypatch) == 0
+    assert resumed.calls == [(1, 4), (1, 4)]  # only the two unfinished instances were sampled
+    assert "2 resumed from" in capsys.readouterr().err
+    (result,) = json.loads((out / "recovery.json").read_text())["models"]
+    assert [r["curve"] for r in result["instances"]] == EXPECTED["per_instance_curves"]
+    assert not (out / "partial").exists()
+
+    # other settings (here the temperature) start over instead of mixing two evaluations
+    monkeypatch.setattr(sampling, "make_sampler", lambda *a, **k: InterruptedSampler(1))
+    with pytest.raises(Interrupted):
+        _run(argv, monkeypatch)
+    fresh = ScriptedSampler(_scripts())
+    monkeypatch.setattr(sampling, "make_sampler", lambda *a, **k: fresh)
+    assert _run([*argv, "--temperature", "0.5"], monkeypatch) == 0
+    assert len(fresh.calls) == len(INSTANCES)
+
+
+def test_recorded_completions_must_match_the_budget() -> None:
+    from divrl.tasks.hypospace.recovery import sample_instances
+
+    done = {INSTANCES[0].id: ["a", "b"]}  # 2 recorded, 4 wanted
+    with pytest.raises(ValueError, match=f"2 completions recorded for {INSTANCES[0].id}, 4 wanted"):
+        sample_instances(INSTANCES, ScriptedSampler(_scripts()), 4, "parallel", TASK.prompts_for("chat"), TASK.parse,
+                         done=done)
+
+
 def test_cli_samples_per_hypothesis_and_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:

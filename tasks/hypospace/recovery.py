@@ -19,7 +19,7 @@ tests feed chosen answers and `divrl eval recovery` feeds a real model.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,18 +112,29 @@ def sample_instances(
     parse: Callable[[str], str | None],
     instances_per_call: int = 8,
     progress: bool = True,
+    done: Mapping[str, list[str]] | None = None,
+    on_chunk: Callable[[Sequence[Instance], list[list[str]]], None] | None = None,
 ) -> list[list[str]]:
     """`samples` completions per instance (one count for all, or one per instance) under `protocol`; sequential
-    rounds list earlier readable proposals."""
+    rounds list earlier readable proposals. Instances in `done` (id -> completions, e.g. from an interrupted run)
+    are not sampled again; `on_chunk(instances, completions)` sees each chunk as it finishes."""
     from tqdm.auto import tqdm
 
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
-    counts = _counts(instances, samples)
+    all_counts = _counts(instances, samples)
+    done = done or {}
+    for instance, count in zip(instances, all_counts, strict=True):
+        if instance.id in done and len(done[instance.id]) != count:
+            raise ValueError(f"{len(done[instance.id])} completions recorded for {instance.id}, {count} wanted")
+    todo = [i for i, instance in enumerate(instances) if instance.id not in done]
+    pending = [instances[i] for i in todo]
+    counts = [all_counts[i] for i in todo]
     completions: list[list[str]] = []
-    with tqdm(total=len(instances), desc="instances", unit="inst", disable=not progress) as bar:
-        for start in range(0, len(instances), instances_per_call):
-            chunk = instances[start : start + instances_per_call]
+    with tqdm(total=len(instances), initial=len(instances) - len(pending), desc="instances", unit="inst",
+              disable=not progress) as bar:
+        for start in range(0, len(pending), instances_per_call):
+            chunk = pending[start : start + instances_per_call]
             wanted = counts[start : start + instances_per_call]
             produced: list[list[str]] = [[] for _ in chunk]
             if protocol == "parallel":
@@ -143,8 +154,11 @@ def sample_instances(
                         if key is not None:
                             earlier[i].append(key)
             completions.extend(produced)
+            if on_chunk is not None:
+                on_chunk(chunk, produced)
             bar.update(len(chunk))
-    return completions
+    sampled = dict(zip((instance.id for instance in pending), completions, strict=True))
+    return [done[instance.id] if instance.id in done else sampled[instance.id] for instance in instances]
 
 
 def bootstrap_mean(values: np.ndarray, resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
@@ -198,16 +212,19 @@ def evaluate_recovery(
     seed: int = 0,
     keep_completions: bool = False,
     progress: bool = True,
+    done: Mapping[str, list[str]] | None = None,
+    on_chunk: Callable[[Sequence[Instance], list[list[str]]], None] | None = None,
 ) -> dict[str, Any]:
     """Per-instance curves and metrics (`score_proposals`) plus their macro-averages (`summarize`).
 
-    `samples` is N for every instance, or one N per instance (e.g. `samples_per_instance`).
+    `samples` is N for every instance, or one N per instance (e.g. `samples_per_instance`); `done` and
+    `on_chunk` resume an interrupted evaluation (`sample_instances`).
     """
     if not instances:
         raise ValueError(f"no instances to evaluate for {task.name}")
     build_prompt = build_prompt or task.prompts_for("chat")
     completions = sample_instances(
-        instances, sampler, samples, protocol, build_prompt, task.parse, instances_per_call, progress
+        instances, sampler, samples, protocol, build_prompt, task.parse, instances_per_call, progress, done, on_chunk
     )
     per_instance = [_score(task, i, c, keep_completions) for i, c in zip(instances, completions, strict=True)]
     return {**summarize(per_instance, resamples, seed), "n_instances": len(per_instance), "instances": per_instance}

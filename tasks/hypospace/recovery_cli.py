@@ -2,7 +2,8 @@
 
 Writes `DIR/recovery.json` (per-instance prefix and order-free curves, RR@|H_O|, RR@N, validity, uniqueness,
 Vendi score of the valid proposals, pass@k of validity, macro-averages with 95% bootstrap intervals) and
-`DIR/recovery.png` (one colour per model / checkpoint). Heavy imports live in the handler.
+`DIR/recovery.png` (one colour per model / checkpoint). Each model's finished instances are kept in `DIR/partial/`
+until the end, so rerunning an interrupted command resumes it. Heavy imports live in the handler.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from divrl.sampling import add_sampling_arguments
 from divrl.tasks.hypospace.cli import add_task_arguments, output_directory, split_from_args, task_from_args
+from divrl.tasks.hypospace.common import Instance
 
 TASK_NAMES = ("hypospace-causal", "hypospace-voxel", "hypospace-boolean")
 
@@ -36,7 +40,8 @@ def register(subparsers: Any) -> None:
         help="recovery-rate curves RR(n) of models on a HypoSpace split",
         description="Sample N answers per instance (parallel, or sequential listing earlier proposals), and "
         "report RR(n), validity, uniqueness and pass@k of validity with 95% bootstrap intervals. A directory "
-        "holding TRL checkpoint-* folders is expanded into one curve per checkpoint.",
+        "holding TRL checkpoint-* folders is expanded into one curve per checkpoint. An interrupted evaluation "
+        "resumes when the same command runs again: finished instances wait in OUT/partial until the end.",
         epilog="Two recovery curves are reported. The prefix curve RR(n) counts the distinct admissible hypotheses "
         "among the first n samples as drawn (HypoSpace's protocol; JSON 'curve', dotted in the plot). The "
         "order-free curve averages it over every ordering of the N samples: per admissible h with c_h of N "
@@ -109,6 +114,49 @@ def _check_model_exists(model: str) -> None:
         resolve_model_name(model)
 
 
+class PartialCompletions:
+    """The completions of one model's finished instances, appended to a JSONL file after each chunk so that an
+    interrupted evaluation resumes where it stopped (`done`). The file starts with the evaluation's settings and is
+    reused only when they match exactly; a resumed run samples the remaining instances with fresh random draws."""
+
+    def __init__(self, path: Path, settings: dict[str, Any]) -> None:
+        self.path = path
+        self.settings = json.loads(json.dumps(settings, sort_keys=True))  # as read back from the file
+        self.done: dict[str, list[str]] = {}
+        lines = path.read_text().splitlines() if path.is_file() else []
+        if lines and _json_or_none(lines[0]) == self.settings:
+            for line in lines[1:]:
+                row = _json_or_none(line)
+                if row is None:  # a line cut short by the interruption: its chunk is sampled again
+                    break
+                self.done[row["id"]] = row["completions"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as file:  # rewritten without a cut line or other settings' rows
+            file.write(json.dumps(self.settings, sort_keys=True) + "\n")
+            file.writelines(json.dumps({"id": i, "completions": c}) + "\n" for i, c in self.done.items())
+
+    def add(self, instances: Sequence[Instance], completions: list[list[str]]) -> None:
+        """Record a finished chunk."""
+        with self.path.open("a") as file:
+            for instance, answers in zip(instances, completions, strict=True):
+                file.write(json.dumps({"id": instance.id, "completions": answers}) + "\n")
+
+
+def _json_or_none(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None
+
+
+def model_signature(model: str) -> list[Any]:
+    """What identifies a model's weights for resuming: the name, plus each weight file's name, size and mtime when
+    it is a local directory (a retrained adapter at the same path is a different model)."""
+    path = Path(model).expanduser()
+    files = sorted(f for pattern in ("*.safetensors", "*.bin") for f in path.glob(pattern)) if path.is_dir() else []
+    return [model, *([f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files)]
+
+
 def _run(args: argparse.Namespace) -> int:
     import gc
 
@@ -137,15 +185,22 @@ def _run(args: argparse.Namespace) -> int:
     for _, model in models:
         _check_model_exists(model)
     config = sampling.sampling_config_from_args(args, stop=(f"\n{END_MARKER}",), progress=False)
+    sampling_settings = {"backend": args.backend, **{k: v for k, v in vars(config).items() if k != "progress"}}
     results = []
-    for label, model in models:
+    for index, (label, model) in enumerate(models):
         sampler = sampling.make_sampler(model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
         style = args.prompt_style
         if style == "auto":
             style = "chat" if sampler.has_chat_template else "base"
         build = task.prompts_for(style, args.seed, args.test_fraction, args.limit, args.n_exemplars)
+        partial = PartialCompletions(out / "partial" / f"model-{index}.jsonl", {
+            "model": model_signature(model), "task": task.name, "params": task.params,
+            "instances": [i.id for i in instances], "samples": samples, "protocol": args.protocol,
+            "prompt_style": style, "n_exemplars": args.n_exemplars, "quantize": args.quantize, "dtype": args.dtype,
+            "sampling": sampling_settings})
+        resumed = f", {len(partial.done)} resumed from {partial.path}" if partial.done else ""
         print(
-            f"{label}: {len(instances)} instances x {budget} ({args.protocol}, {style} prompts)",
+            f"{label}: {len(instances)} instances x {budget} ({args.protocol}, {style} prompts{resumed})",
             file=sys.stderr,
         )
         result = evaluate_recovery(
@@ -160,6 +215,8 @@ def _run(args: argparse.Namespace) -> int:
             args.seed,
             args.save_completions,
             progress=not args.no_progress,
+            done=partial.done,
+            on_chunk=partial.add,
         )
         results.append({"label": label, "model": model, "prompt_style": style, **result})
         del sampler
@@ -183,10 +240,11 @@ def _run(args: argparse.Namespace) -> int:
             "pass_at_k": "pass@k of validity: 1 - C(N - c, k) / C(N, k), c = valid samples",
             "curve_n": "summary curves cover n = 1..curve_n, the smallest N among the instances",
         },
-        "sampling": {"backend": args.backend, **{k: v for k, v in vars(config).items() if k != "progress"}},
+        "sampling": sampling_settings,
         "models": results,
     }
     (out / "recovery.json").write_text(json.dumps(report, indent=1) + "\n")
+    shutil.rmtree(out / "partial")  # every model finished: nothing left to resume
     title = f"{task.name} {task.params}: {args.split} split, {len(instances)} instances, {args.protocol}"
     plot_recovery(results, out / "recovery.png", title)
     print_table(results)
