@@ -224,12 +224,14 @@ def evaluate(protocol: Protocol, label: str, model: str, state: Path, log: Path)
     if not (out / "recovery.json").is_file():
         print(f"  evaluating {label} ({protocol.samples} samples per test instance)", flush=True)
         start = time.time()
+        resumed = (out / "partial").is_dir()  # an interrupted evaluation: its seconds before the stop are not counted
         zero_shot = protocol.sft and label != "base"  # the base model keeps its few-shot prompts
         _divrl(["eval", "recovery", "--model", model, "--task", setting.task, *setting.eval_args(zero_shot),
                 "--split", "test",
                 "--samples", str(protocol.samples), "--max-new-tokens", str(setting.max_new_tokens),
                 "--no-progress", "--out", str(out)], log)
-        (out / "divrl_benchmark.json").write_text(json.dumps({"eval_seconds": time.time() - start}))
+        (out / "divrl_benchmark.json").write_text(json.dumps({"eval_seconds": time.time() - start,
+                                                              "resumed_from_partial": resumed}))
 
 
 def load_evaluation(state: Path, label: str) -> dict[str, Any]:
