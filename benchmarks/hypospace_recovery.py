@@ -229,7 +229,7 @@ def evaluate(protocol: Protocol, label: str, model: str, state: Path, log: Path)
         _divrl(["eval", "recovery", "--model", model, "--task", setting.task, *setting.eval_args(zero_shot),
                 "--split", "test",
                 "--samples", str(protocol.samples), "--max-new-tokens", str(setting.max_new_tokens),
-                "--no-progress", "--out", str(out)], log)
+                "--out", str(out)], log)  # its progress bar (instances done) goes to the log
         (out / "divrl_benchmark.json").write_text(json.dumps({"eval_seconds": time.time() - start,
                                                               "resumed_from_partial": resumed}))
 
