@@ -515,6 +515,8 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
         "date": datetime.date.today().isoformat(),
         "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "device": "CPU"},
         "complete": complete,
+        "units": {"done": sum(unit_done(state, unit) for unit in all_units(protocol)),
+                  "total": len(all_units(protocol))},
         "protocol": {"model": MODEL, "task": setting.task, "params": setting.params, "steps": protocol.steps,
                      "learning_rate": protocol.learning_rate, "samples": protocol.samples, "seeds": protocol.seeds,
                      "max_new_tokens": setting.max_new_tokens, "methods": list(protocol.methods),
@@ -568,8 +570,11 @@ def sweep_lines(results: Path = RESULTS) -> list[str]:
 def markdown(data: dict[str, Any], stem: str) -> str:
     """The BENCHMARKS.md section: recovery table, training signatures, law fits, plots."""
     p = data["protocol"]
-    status = ("complete" if data["complete"] else "PARTIAL (step counts below; rerun the same command with --resume, "
-              "`make bench-evidence` for v2, to continue from the finished units)")
+    units = data.get("units")
+    done = f"{units['done']} of {units['total']} units evaluated; " if units else ""
+    status = ("complete" if data["complete"] else f"PARTIAL ({done}step counts below; rerun the same command with "
+              "--resume, `make bench-evidence` for v2 or `make bench-evidence-voxel`, to continue from the finished "
+              "units)")
     lines = [
         f"## Real-model recovery on HypoSpace: {stem} (benchmarks/hypospace_recovery.py)",
         "",
@@ -690,16 +695,24 @@ def unit_label(unit: tuple[str, int] | None) -> str:
     return "base" if unit is None else f"{unit[0]}-seed{unit[1]}"
 
 
+def all_units(protocol: Protocol) -> list[tuple[str, int] | None]:
+    """Every unit of the campaign in plan order; None is the base model's evaluation."""
+    return [None, *plan(protocol)]
+
+
+def unit_done(state: Path, unit: tuple[str, int] | None) -> bool:
+    """Finished units have their evaluation (possibly from a commit: checkpoints and weights are not in git)."""
+    return (state / "eval" / unit_label(unit) / "recovery.json").is_file()
+
+
 def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None, workers: int = 1
         ) -> dict[str, Any]:
     """Do every unfinished unit in plan order, `workers` at a time (each with its share of the cores' torch
     threads), rewriting the results after each; start none after the time budget. One worker logs to
     state/log.txt, several to state/logs/<unit>.txt."""
     start = time.time()
-    units: list[tuple[str, int] | None] = [None, *plan(protocol)]  # None: the base model's evaluation
-    # finished units may come from a commit: checkpoints and weights are not kept in git
-    pending = iter([(number, unit) for number, unit in enumerate(units, start=1)
-                    if not (state / "eval" / unit_label(unit) / "recovery.json").is_file()])
+    units = all_units(protocol)
+    pending = iter([(number, unit) for number, unit in enumerate(units, start=1) if not unit_done(state, unit)])
     if workers > 1:
         os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))  # the subprocesses' torch
         (state / "logs").mkdir(parents=True, exist_ok=True)
@@ -780,8 +793,7 @@ def main() -> None:
             raise SystemExit(f"--report-only: no run recorded at {state} (no protocol.json)")
         recorded_fields = json.loads(settings.read_text())
         protocol = Protocol(**{k: tuple(v) if isinstance(v, list) else v for k, v in recorded_fields.items()})
-        labels = ["base", *(f"{m}-seed{s}" for m, s in plan(protocol))]
-        done = all((state / "eval" / label / "recovery.json").is_file() for label in labels)
+        done = all(unit_done(state, unit) for unit in all_units(protocol))
         print(markdown(write_results(protocol, state, RESULTS / name, complete=done), name))
         return
     if state.exists() and not args.resume:
