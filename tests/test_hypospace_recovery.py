@@ -257,7 +257,7 @@ def test_cli_resumes_an_interrupted_evaluation_from_its_finished_chunks(
     monkeypatch.setattr(sampling, "make_sampler", lambda *a, **k: InterruptedSampler(2))
     with pytest.raises(Interrupted):
         _run(argv, monkeypatch)
-    partial = out / "partial" / "model-0.jsonl"
+    (partial,) = (out / "partial").glob("*.jsonl")
     assert len(partial.read_text().splitlines()) == 1 + 2  # the settings, then the two finished instances
     with partial.open("a") as file:
         file.write('{"id": "cut sh')  # the interruption cut a line short: ignored
@@ -271,16 +271,21 @@ def test_cli_resumes_an_interrupted_evaluation_from_its_finished_chunks(
     assert "2 resumed from" in capsys.readouterr().err
     (result,) = json.loads((out / "recovery.json").read_text())["models"]
     assert [r["curve"] for r in result["instances"]] == EXPECTED["per_instance_curves"]
+    assert result["resumed_instances"] == 2
     assert not (out / "partial").exists()
 
-    # other settings (here the temperature) start over instead of mixing two evaluations
+    # other settings (here the temperature) start over instead of mixing two evaluations, and leave the
+    # interrupted one's record alone
     monkeypatch.setattr(sampling, "make_sampler", lambda *a, **k: InterruptedSampler(1))
     with pytest.raises(Interrupted):
         _run(argv, monkeypatch)
+    (interrupted,) = (out / "partial").glob("*.jsonl")
     fresh = ScriptedSampler(_scripts())
     monkeypatch.setattr(sampling, "make_sampler", lambda *a, **k: fresh)
     assert _run([*argv, "--temperature", "0.5"], monkeypatch) == 0
     assert len(fresh.calls) == len(INSTANCES)
+    assert list((out / "partial").glob("*.jsonl")) == [interrupted]
+    assert len(interrupted.read_text().splitlines()) == 1 + 1
 
 
 def test_recorded_completions_must_match_the_budget() -> None:

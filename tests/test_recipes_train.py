@@ -63,6 +63,7 @@ def test_task_arg_overrides_parse_yaml_values():
     ["--task_arg", "operators=basic", "--task_arg", "max_depth=1"],  # repeated: argparse alone keeps the last
     ["--task_arg=operators=basic", "--task_arg", "max_depth=1"],
     ["--task_arg", "operators=basic", "max_depth=1"],
+    ["--task-arg", "operators=basic", "--task_arg", "max_depth=1"],  # both spellings name the same field
 ])
 def test_every_task_arg_override_applies(flags: list[str], tmp_path) -> None:
     from divrl import sft

@@ -27,6 +27,7 @@ from divrl.task import build_task, task_names
 # A dry run writes here, under the recipe's output_dir, so a real run's `--resume_from_checkpoint true` never
 # finds the tiny model's checkpoints (it looks for checkpoint-* directly in output_dir).
 DRY_RUN_SUBDIR = "dry-run"
+TASK_ARG_FLAGS = ("--task_arg", "--task-arg")  # HfArgumentParser accepts both spellings of a field
 # What a dry run forces so that a GPU recipe checks out on a CPU-only machine.
 DRY_RUN_OVERRIDES = ("--use_cpu", "true", "--bf16", "false", "--fp16", "false", "--dtype", "float32",
                      "--use_vllm", "false")  # vLLM needs a GPU: a dry run generates with transformers
@@ -80,24 +81,25 @@ class TrainScriptArguments(TaskArguments):
 
 
 def merge_repeated_task_args(args: Sequence[str]) -> list[str]:
-    """`args` with every `--task_arg` occurrence gathered into one at the end: argparse keeps only the last
-    occurrence of a repeated flag, so `--task_arg a=1 --task_arg b=2` would silently drop a=1."""
+    """`args` with every `--task_arg` (or `--task-arg`) occurrence gathered into one at the end: argparse keeps only
+    the last occurrence of a repeated flag, so `--task_arg a=1 --task_arg b=2` would silently drop a=1."""
     merged, rest, seen = [], [], False
     items = iter(args)
     arg = next(items, None)
     while arg is not None:
-        if arg == "--task_arg":
+        flag, sep, inline = arg.partition("=")
+        if flag in TASK_ARG_FLAGS:
             seen = True
+            if sep:
+                merged.append(inline)
+                arg = next(items, None)
+                continue
             arg = next(items, None)
-            while arg is not None and not arg.startswith("--"):
+            while arg is not None and not arg.startswith("-"):  # KEY=VALUE starts with its key
                 merged.append(arg)
                 arg = next(items, None)
             continue
-        if arg.startswith("--task_arg="):
-            seen = True
-            merged.append(arg.removeprefix("--task_arg="))
-        else:
-            rest.append(arg)
+        rest.append(arg)
         arg = next(items, None)
     return rest + ["--task_arg", *merged] if seen else rest  # a bare --task_arg stays, for argparse's own error
 

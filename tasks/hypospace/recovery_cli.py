@@ -9,9 +9,10 @@ until the end, so rerunning an interrupted command resumes it. Heavy imports liv
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import re
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,24 +117,27 @@ def _check_model_exists(model: str) -> None:
 
 class PartialCompletions:
     """The completions of one model's finished instances, appended to a JSONL file after each chunk so that an
-    interrupted evaluation resumes where it stopped (`done`). The file starts with the evaluation's settings and is
-    reused only when they match exactly; a resumed run samples the remaining instances with fresh random draws."""
+    interrupted evaluation resumes where it stopped (`done`). The file is named by a hash of the evaluation's
+    settings and starts with them, so other settings never read or overwrite it. The sampler is seeded again when
+    a run resumes, so the remaining instances get other random draws than an uninterrupted run would give them."""
 
-    def __init__(self, path: Path, settings: dict[str, Any]) -> None:
-        self.path = path
+    def __init__(self, directory: Path, settings: dict[str, Any]) -> None:
         self.settings = json.loads(json.dumps(settings, sort_keys=True))  # as read back from the file
+        header = json.dumps(self.settings, sort_keys=True)
+        self.path = directory / f"{hashlib.sha256(header.encode()).hexdigest()[:16]}.jsonl"
         self.done: dict[str, list[str]] = {}
-        lines = path.read_text().splitlines() if path.is_file() else []
+        lines = self.path.read_text().splitlines() if self.path.is_file() else []
         if lines and _json_or_none(lines[0]) == self.settings:
             for line in lines[1:]:
                 row = _json_or_none(line)
                 if row is None:  # a line cut short by the interruption: its chunk is sampled again
                     break
                 self.done[row["id"]] = row["completions"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as file:  # rewritten without a cut line or other settings' rows
-            file.write(json.dumps(self.settings, sort_keys=True) + "\n")
-            file.writelines(json.dumps({"id": i, "completions": c}) + "\n" for i, c in self.done.items())
+        directory.mkdir(parents=True, exist_ok=True)
+        staged = self.path.with_suffix(".tmp")  # rewritten without a cut line, replaced in one step
+        staged.write_text("".join([header + "\n", *(json.dumps({"id": i, "completions": c}) + "\n"
+                                                    for i, c in self.done.items())]))
+        os.replace(staged, self.path)
 
     def add(self, instances: Sequence[Instance], completions: list[list[str]]) -> None:
         """Record a finished chunk."""
@@ -186,18 +190,20 @@ def _run(args: argparse.Namespace) -> int:
         _check_model_exists(model)
     config = sampling.sampling_config_from_args(args, stop=(f"\n{END_MARKER}",), progress=False)
     sampling_settings = {"backend": args.backend, **{k: v for k, v in vars(config).items() if k != "progress"}}
-    results = []
-    for index, (label, model) in enumerate(models):
+    results, partials = [], []
+    for label, model in models:
         sampler = sampling.make_sampler(model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
         style = args.prompt_style
         if style == "auto":
             style = "chat" if sampler.has_chat_template else "base"
         build = task.prompts_for(style, args.seed, args.test_fraction, args.limit, args.n_exemplars)
-        partial = PartialCompletions(out / "partial" / f"model-{index}.jsonl", {
-            "model": model_signature(model), "task": task.name, "params": task.params,
+        partial = PartialCompletions(out / "partial", {
+            "model": model_signature(model), "task": task.name, "params": task.params, "split": args.split,
+            "seed": args.seed, "test_fraction": args.test_fraction, "limit": args.limit,
             "instances": [i.id for i in instances], "samples": samples, "protocol": args.protocol,
             "prompt_style": style, "n_exemplars": args.n_exemplars, "quantize": args.quantize, "dtype": args.dtype,
             "sampling": sampling_settings})
+        partials.append(partial)
         resumed = f", {len(partial.done)} resumed from {partial.path}" if partial.done else ""
         print(
             f"{label}: {len(instances)} instances x {budget} ({args.protocol}, {style} prompts{resumed})",
@@ -218,7 +224,8 @@ def _run(args: argparse.Namespace) -> int:
             done=partial.done,
             on_chunk=partial.add,
         )
-        results.append({"label": label, "model": model, "prompt_style": style, **result})
+        results.append({"label": label, "model": model, "prompt_style": style, **result,
+                        "resumed_instances": len(partial.done)})
         del sampler
         gc.collect()
     report = {
@@ -244,7 +251,10 @@ def _run(args: argparse.Namespace) -> int:
         "models": results,
     }
     (out / "recovery.json").write_text(json.dumps(report, indent=1) + "\n")
-    shutil.rmtree(out / "partial")  # every model finished: nothing left to resume
+    for partial in partials:  # every model finished: nothing left to resume
+        partial.path.unlink()
+    if (out / "partial").is_dir() and not any((out / "partial").iterdir()):
+        (out / "partial").rmdir()
     title = f"{task.name} {task.params}: {args.split} split, {len(instances)} instances, {args.protocol}"
     plot_recovery(results, out / "recovery.png", title)
     print_table(results)
