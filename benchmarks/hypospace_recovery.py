@@ -559,7 +559,9 @@ def sweep_lines(results: Path = RESULTS) -> list[str]:
         for protocol, grpo, base, first, last, stem in arms]
     if not lines:
         return []
-    return [f"Why this budget: a short sweep of GRPO alone (seed 0) before any other method ran; kept: the lowest "
+    tasks = sorted({protocol.get("task", "?") for protocol, *_ in arms})
+    return [f"Why this budget: a short sweep of GRPO alone (seed 0, on {', '.join(tasks)}; every v2 campaign "
+            "takes the budget it chose) before any other method ran; kept: the lowest "
             f"learning rate whose training validity rises by at least {SWEEP_RISE} from the first to the last "
             "quarter of steps (GRPO demonstrably learns, with the smallest change per step). Base model -> GRPO on "
             "the held-out split:", "",
