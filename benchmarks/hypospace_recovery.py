@@ -159,10 +159,12 @@ def _meta(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _resumable_checkpoint(run: Path) -> Path | None:
-    """The newest checkpoint written completely (a kill mid-save leaves one without its last files)."""
+def _resumable_checkpoint(run: Path, last_files: tuple[str, ...] = ("trainer_state.json", "divrl_state.pt")
+                          ) -> Path | None:
+    """The newest checkpoint written completely (a kill mid-save leaves one without its `last_files`: the
+    Trainer's state, and divrl's method state after it)."""
     complete = [c for c in run.glob("checkpoint-*") if c.name.split("-")[1].isdigit()
-                and (c / "trainer_state.json").is_file() and (c / "divrl_state.pt").is_file()]
+                and all((c / name).is_file() for name in last_files)]
     return max(complete, key=lambda c: int(c.name.split("-")[1]), default=None)
 
 
@@ -177,12 +179,19 @@ def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
     with _WARM_START:
         if (merged / "config.json").is_file():
             return merged
-        print(f"  supervised warm start, seed {seed}", flush=True)
+        checkpoint = _resumable_checkpoint(run, ("trainer_state.json",)) if run.is_dir() else None  # SFTTrainer
+        resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
+        print(f"  supervised warm start, seed {seed}" + (f", resuming from {checkpoint.name}" if checkpoint else ""),
+              flush=True)
         start = time.time()
+        # checkpoints as for RL runs: a voxel warm start is over an hour on one thread and must survive a stop
         _divrl(["sft", str(ROOT / "recipes" / "sft" / f"{setting.task}.yaml"), *setting.train_args,
                 "--model_name_or_path", MODEL, "--seed", str(seed), "--sample_seed", str(seed),
-                "--output_dir", str(run)], log)
-        (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": time.time() - start}))
+                "--save_strategy", "steps", "--save_steps", str(protocol.save_steps), "--save_total_limit", "2",
+                "--output_dir", str(run), *resume], log)
+        meta_path = run / "divrl_benchmark.json"
+        meta = _meta(meta_path)
+        meta_path.write_text(json.dumps({"train_seconds": meta.get("train_seconds", 0.0) + time.time() - start}))
     return merged
 
 

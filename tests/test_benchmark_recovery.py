@@ -231,3 +231,20 @@ def test_a_failing_unit_stops_new_units_and_the_budget_stops_all(monkeypatch: py
     assert ran == ["base"]
     assert bench.run(protocol, tmp_path / "b", tmp_path / "out", budget_minutes=0, workers=2) == {"complete": False}
     assert ran == ["base"]
+
+
+def test_warm_start_checkpoints_and_resumes_from_its_newest_complete_checkpoint(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    commands: list[list[str]] = []
+    monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
+    protocol = bench.V2_VOXEL
+    run = tmp_path / "sft" / "seed1"
+    for step, complete in ((4, True), (8, True), (12, False)):  # checkpoint-12 was cut short by a stop
+        (run / f"checkpoint-{step}").mkdir(parents=True)
+        if complete:
+            (run / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    assert bench.warm_start(protocol, 1, tmp_path, tmp_path / "log.txt") == run / "merged"
+    (command,) = commands
+    assert command[command.index("--resume_from_checkpoint") + 1] == str(run / "checkpoint-8")
+    assert command[command.index("--save_strategy") + 1] == "steps"
+    assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] >= 0

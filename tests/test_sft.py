@@ -104,3 +104,20 @@ def test_cpu_sft_projects_only_the_labelled_positions_with_the_same_loss(tiny_qw
             compact = trainer.compute_loss(trainer.model, dict(batch))
     assert rows == [batch["labels"][:, 1:].numel(), labelled] and labelled < rows[0] / 2
     torch.testing.assert_close(compact, everything)
+
+
+def test_divrl_sft_resumes_from_a_checkpoint(tiny_qwen3: Path, tmp_path: Path) -> None:
+    """The evidence benchmark's warm start checkpoints and resumes an interrupted `divrl sft`."""
+    from divrl.cli import main
+
+    out = tmp_path / "sft"
+    args = ["sft", str(RECIPES / "hypospace-voxel.yaml"), "--model_name_or_path", str(tiny_qwen3), "--max_steps", "1",
+            "--save_strategy", "steps", "--save_steps", "1", "--output_dir", str(out), "--instance_limit", "20"]
+    first = out / "checkpoint-1" / "trainer_state.json"
+    assert main(args) == 0 and first.is_file()
+    written = first.stat().st_mtime_ns
+    resumed = [*args, "--resume_from_checkpoint", str(out / "checkpoint-1")]
+    resumed[resumed.index("--max_steps") + 1] = "3"
+    assert main(resumed) == 0
+    assert (out / "checkpoint-3").is_dir() and (out / "merged" / "config.json").is_file()
+    assert first.stat().st_mtime_ns == written  # step 1 was not trained (and saved) again: the run resumed
