@@ -237,14 +237,17 @@ def test_warm_start_checkpoints_and_resumes_from_its_newest_complete_checkpoint(
                                                                               tmp_path: Path) -> None:
     commands: list[list[str]] = []
     monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
+    clock = iter([1000.0, 1060.0])  # the resumed part starts and ends
+    monkeypatch.setattr(bench.time, "time", lambda: next(clock))
     protocol = bench.V2_VOXEL
     run = tmp_path / "sft" / "seed1"
     for step, complete in ((4, True), (8, True), (12, False)):  # checkpoint-12 was cut short by a stop
         (run / f"checkpoint-{step}").mkdir(parents=True)
         if complete:
             (run / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": 500.0}))  # before the stop
     assert bench.warm_start(protocol, 1, tmp_path, tmp_path / "log.txt") == run / "merged"
     (command,) = commands
     assert command[command.index("--resume_from_checkpoint") + 1] == str(run / "checkpoint-8")
     assert command[command.index("--save_strategy") + 1] == "steps"
-    assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] >= 0
+    assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] == 560.0  # both parts counted
