@@ -159,6 +159,13 @@ def _meta(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def _add_train_seconds(meta_path: Path, start: float) -> None:
+    """Add the seconds since `start` to the run's recorded training time (a resumed run adds its part)."""
+    meta = _meta(meta_path)
+    meta["train_seconds"] = meta.get("train_seconds", 0.0) + time.time() - start
+    meta_path.write_text(json.dumps(meta))
+
+
 def _resumable_checkpoint(run: Path, last_files: tuple[str, ...] = ("trainer_state.json", "divrl_state.pt")
                           ) -> Path | None:
     """The newest checkpoint written completely (a kill mid-save leaves one without its `last_files`: the
@@ -189,9 +196,7 @@ def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
                 "--model_name_or_path", MODEL, "--seed", str(seed), "--sample_seed", str(seed),
                 "--save_strategy", "steps", "--save_steps", str(protocol.save_steps), "--save_total_limit", "2",
                 "--output_dir", str(run), *resume], log)
-        meta_path = run / "divrl_benchmark.json"
-        meta = _meta(meta_path)
-        meta_path.write_text(json.dumps({"train_seconds": meta.get("train_seconds", 0.0) + time.time() - start}))
+        _add_train_seconds(run / "divrl_benchmark.json", start)
     return merged
 
 
@@ -199,7 +204,6 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     """Train (or resume) one method and seed with its CPU recipe; return the run directory."""
     setting = TASKS[protocol.task]
     run = state / "runs" / f"{method}-seed{seed}"
-    meta_path = run / "divrl_benchmark.json"
     if (run / "trainer_state.json").is_file():  # `divrl train` writes it last, after the final model
         return run
     run.mkdir(parents=True, exist_ok=True)
@@ -220,9 +224,7 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
             "--learning_rate", str(protocol.learning_rate), "--max_completion_length", str(setting.max_new_tokens),
             "--logging_steps", "1", "--save_strategy", "steps", "--save_steps", str(protocol.save_steps),
             "--save_total_limit", "2", "--output_dir", str(run), *resume, *protocol.extra_train_args], log)
-    meta = _meta(meta_path)
-    meta["train_seconds"] = meta.get("train_seconds", 0.0) + time.time() - start
-    meta_path.write_text(json.dumps(meta))
+    _add_train_seconds(run / "divrl_benchmark.json", start)
     return run
 
 

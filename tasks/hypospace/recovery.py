@@ -122,15 +122,15 @@ def sample_instances(
 
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
-    all_counts = _counts(instances, samples)
     done = done or {}
-    for instance, count in zip(instances, all_counts, strict=True):
-        if instance.id in done and len(done[instance.id]) != count:
+    pending, counts = [], []
+    for instance, count in zip(instances, _counts(instances, samples), strict=True):
+        if instance.id not in done:
+            pending.append(instance)
+            counts.append(count)
+        elif len(done[instance.id]) != count:
             raise ValueError(f"{len(done[instance.id])} completions recorded for {instance.id}, {count} wanted")
-    todo = [i for i, instance in enumerate(instances) if instance.id not in done]
-    pending = [instances[i] for i in todo]
-    counts = [all_counts[i] for i in todo]
-    completions: list[list[str]] = []
+    sampled: dict[str, list[str]] = {}
     with tqdm(total=len(instances), initial=len(instances) - len(pending), desc="instances", unit="inst",
               disable=not progress) as bar:
         for start in range(0, len(pending), instances_per_call):
@@ -153,11 +153,10 @@ def sample_instances(
                         key = parse(answer)
                         if key is not None:
                             earlier[i].append(key)
-            completions.extend(produced)
+            sampled.update(zip((instance.id for instance in chunk), produced, strict=True))
             if on_chunk is not None:
                 on_chunk(chunk, produced)
             bar.update(len(chunk))
-    sampled = dict(zip((instance.id for instance in pending), completions, strict=True))
     return [done[instance.id] if instance.id in done else sampled[instance.id] for instance in instances]
 
 
