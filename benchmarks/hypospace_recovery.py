@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from machine import cpu_model
 
+from divrl.core.estimators import uniform_coverage_ceiling
 from divrl.tasks.hypospace.recovery_cli import recipe_eval_flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -307,10 +308,15 @@ def per_instance_values(evals: list[dict[str, Any]]) -> tuple[list[str], dict[st
     if any(sorted(run) != ids for run in by_id):
         raise ValueError("the evaluations of one method cover different instances: were they run on other splits?")
     metrics = ["curve", "validity", "uniqueness", "recovery"]
-    if all(run[i].get("recovery_at_n_admissible") is not None for run in by_id for i in ids):
+    at_size = all(run[i].get("recovery_at_n_admissible") is not None for run in by_id for i in ids)
+    if at_size:
         metrics.append("recovery_at_n_admissible")  # order-free RR@|H_O| (evaluations with N >= every |H_O|)
     values = {metric: np.array([[np.asarray(run[i][metric], dtype=float) for run in by_id] for i in ids])
               for metric in metrics}
+    if at_size:  # the RR@|H_O| its validity would give if the valid samples were spread evenly over H_O
+        values["uniform_ceiling_at_n_admissible"] = np.array([[uniform_coverage_ceiling(
+            run[i]["n_samples"], round(run[i]["validity"] * run[i]["n_samples"]), run[i]["n_admissible"],
+            run[i]["n_admissible"]) for run in by_id] for i in ids])
     values["distinct_valid"] = np.array([[np.asarray(run[i]["curve"]) * run[i]["n_admissible"] for run in by_id]
                                          for i in ids])
     return ids, values
@@ -544,7 +550,8 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
 SWEEP_PREFIX = "sweep_grpo_"
 SWEEP_RISE = 0.1  # training-validity rise (first -> last quarter) that counts as "GRPO learns"
 HEADLINE_COLUMNS = ("recovery_at_n_admissible", "recovery_at_n_admissible_minus_grpo",
-                    "recovery_at_n_admissible_minus_base", "validity", "validity_minus_grpo", "validity_minus_base")
+                    "recovery_at_n_admissible_minus_base", "uniform_ceiling_at_n_admissible", "validity",
+                    "validity_minus_grpo", "validity_minus_base")
 
 
 def sweep_lines(results: Path = RESULTS) -> list[str]:
@@ -619,9 +626,11 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         lines[-2:-2] = [
             "Headline: order-free RR@|H_O| (the share of an instance's admissible set found by |H_O| samples, the "
             "seeds' budget; `divrl.core.estimators`), validity, and their paired differences to GRPO (same seeds) "
-            "and to the base model:", "",
-            "| method | seeds | RR@\\|H_O\\| [95% CI] | - GRPO | - base | validity [95% CI] | validity - GRPO | "
-            "validity - base |", "|---|---|---|---|---|---|---|---|",
+            "and to the base model; the even-spread ceiling is the RR@|H_O| a method's validity would give if its "
+            "valid samples were spread evenly over H_O (no policy with that validity expects more; "
+            "`uniform_coverage_ceiling`), so RR@|H_O| well below it means samples piled on few answers:", "",
+            "| method | seeds | RR@\\|H_O\\| [95% CI] | - GRPO | - base | even-spread ceiling | validity [95% CI] | "
+            "validity - GRPO | validity - base |", "|---|---|---|---|---|---|---|---|---|",
             *(f"| {label} | {m['seeds']} | "
               + " | ".join(_fmt_ci(m[key]) if key in m else "" for key in HEADLINE_COLUMNS) + " |"
               for label, m in headline),

@@ -16,11 +16,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import hypospace_recovery as bench  # noqa: E402
 
+from divrl.core.estimators import uniform_coverage_ceiling  # noqa: E402
+
 
 def _eval(records: dict[str, tuple[list[float], int]]) -> dict:
-    """An evaluation entry: per instance id, its RR curve and |H_O| (validity, uniqueness derived from them)."""
+    """An evaluation entry: per instance id, its RR curve and |H_O| (validity, uniqueness derived from them; 20
+    samples, so that validity x samples is a count)."""
     instances = [{"id": i, "n_admissible": size, "curve": curve, "recovery": curve[-1], "validity": curve[-1] / 2,
-                  "uniqueness": curve[0], "proposals": ["OR(x,y)", None]} for i, (curve, size) in records.items()]
+                  "uniqueness": curve[0], "proposals": ["OR(x,y)", None], "n_samples": 20}
+                 for i, (curve, size) in records.items()]
     return {"instances": instances}
 
 
@@ -130,12 +134,16 @@ def test_rr_at_h_o_and_differences_to_the_base_model_are_paired() -> None:
     assert versus_base["ci_low"] == pytest.approx(0.2) and versus_base["ci_high"] == pytest.approx(0.2)  # paired
     assert methods["count bonus"]["recovery_at_n_admissible_minus_grpo"]["mean"] == pytest.approx(0.3)
     assert methods["GRPO"]["validity_minus_base"]["mean"] == pytest.approx(-0.1 / 2)
+    # base: validity 0.2 and 0.1 of 20 samples, |H_O| = 5 drawn
+    ceiling = (uniform_coverage_ceiling(20, 4, 5, 5) + uniform_coverage_ceiling(20, 2, 5, 5)) / 2
+    assert methods["base model"]["uniform_ceiling_at_n_admissible"]["mean"] == pytest.approx(ceiling)
     text = bench.markdown({"protocol": {"model": "m", "task": "t", "params": {}, "steps": 1, "learning_rate": 1e-5,
                                         "samples": 16, "seeds": [0, 1], "max_new_tokens": 24, "methods": [],
                                         "prompts_per_step": 4, "sft": False},
                            "machine": {"cpu": "c", "cores": 2}, "date": "d", "complete": False, "methods": methods,
                            "law_fits": []}, "x")
     assert "| count bonus | 2 | 0.400 [" in text and "Headline" in text
+    assert f"| {ceiling:.3f} [" in text
 
 
 def test_rr_at_h_o_is_reported_per_tier_of_admissible_set_size() -> None:

@@ -14,6 +14,7 @@ from divrl.core.estimators import (
     hit_probability_curve,
     mean_pass_at_k_curve,
     pass_at_k,
+    uniform_coverage_ceiling,
 )
 
 
@@ -111,3 +112,50 @@ def test_mean_pass_at_k_over_groups() -> None:
         mean_pass_at_k_curve(groups, up_to=4)
     with pytest.raises(ValueError, match="at least one group"):
         mean_pass_at_k_curve([])
+
+
+def _expected(statistic, policy: list[float], samples: int) -> float:
+    """Exact expectation of statistic(keys) over `samples` iid draws from `policy` (target index, or None with the
+    remaining probability)."""
+    outcomes = [*range(len(policy)), None]
+    probabilities = [*policy, 1 - sum(policy)]
+    total = 0.0
+    for draw in itertools.product(range(len(outcomes)), repeat=samples):
+        weight = math.prod(probabilities[i] for i in draw)
+        total += weight * statistic([outcomes[i] for i in draw])
+    return total
+
+
+@pytest.mark.parametrize("hit_rate", [0.0, 0.3, 0.75, 1.0])
+def test_uniform_ceiling_is_unbiased_for_the_even_spread_coverage(hit_rate: float) -> None:
+    samples, targets, draws = 6, 3, 4
+    expected = sum(math.comb(samples, c) * hit_rate**c * (1 - hit_rate) ** (samples - c)
+                   * uniform_coverage_ceiling(samples, c, targets, draws) for c in range(samples + 1))
+    assert expected == pytest.approx(1 - (1 - hit_rate / targets) ** draws, abs=1e-12)
+
+
+@pytest.mark.parametrize("policy", [[0.2, 0.2, 0.2], [0.5, 0.1, 0.0], [0.3, 0.3, 0.0]])
+def test_recovery_never_expects_more_than_the_ceiling_and_reaches_it_when_spread_evenly(policy: list[float]) -> None:
+    samples, draws, targets = 5, 3, set(range(len(policy)))
+    recovery = _expected(lambda keys: expected_coverage_curve(keys, targets, draws)[-1], policy, samples)
+    ceiling = _expected(lambda keys: uniform_coverage_ceiling(samples, sum(k is not None for k in keys),
+                                                              len(targets), draws), policy, samples)
+    assert ceiling == pytest.approx(1 - (1 - sum(policy) / len(targets)) ** draws, abs=1e-12)
+    if len(set(policy)) == 1:
+        assert recovery == pytest.approx(ceiling, abs=1e-12)
+    else:
+        assert recovery < ceiling - 0.01
+
+
+def test_uniform_ceiling_with_one_target_is_the_hit_probability() -> None:
+    for hits in range(9):
+        assert uniform_coverage_ceiling(8, hits, 1, 5) == pytest.approx(hit_probability(8, hits, 5), abs=1e-12)
+
+
+@pytest.mark.parametrize(("args", "message"), [((4, 2, 0, 2), "targets must be >= 1"),
+                                               ((4, 2, 3, 5), "cannot estimate n = 5"),
+                                               ((4, 5, 3, 2), "hits must be in"),
+                                               ((4, 2, 1.5, 2), "targets must be an integer")])
+def test_uniform_ceiling_errors(args: tuple, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        uniform_coverage_ceiling(*args)

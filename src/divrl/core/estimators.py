@@ -14,6 +14,7 @@ once n > N - c, where P = 1 exactly.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Collection, Hashable, Sequence
 
@@ -93,3 +94,23 @@ def expected_coverage_curve(
         for i, p in enumerate(hit_probability_curve(len(keys), count, up_to)):
             curve[i] += p
     return [c / len(targets) for c in curve]
+
+
+def uniform_coverage_ceiling(samples: int, hits: int, targets: int, draws: int) -> float:
+    """The coverage `draws` samples would reach if the policy's hit mass were spread evenly over `targets` targets.
+
+    With hit rate v (a sample lands on some target), coverage of n iid draws is mean_t 1 - (1 - p_t)^n, concave in
+    each p_t, so for a fixed v no policy expects more than the even spread's 1 - (1 - v/k)^n: a recovery-rate
+    ceiling set by validity alone. Estimated without bias from `hits` of `samples`: n of the samples drawn without
+    replacement hold m hits (hypergeometric), each of which would miss a given target with probability 1 - 1/k,
+    so the estimate is 1 - E[(1 - 1/k)^m]. With one target it is `hit_probability(samples, hits, draws)`.
+    ValueError for targets < 1 or the invalid inputs of `hit_probability_curve`.
+    """
+    hit_probability_curve(samples, hits, draws)  # checks samples, hits and draws
+    targets = _check_int("targets", targets)
+    if targets < 1:
+        raise ValueError(f"targets must be >= 1, got {targets}")
+    total = math.comb(samples, draws)
+    miss = sum(math.comb(hits, m) * math.comb(samples - hits, draws - m) / total * (1 - 1 / targets) ** m
+               for m in range(min(hits, draws) + 1))
+    return 1.0 - miss
