@@ -212,10 +212,14 @@ def test_resume_restores_log_z_head(full_run, tiny_qwen3: Path, tmp_path: Path) 
         _train_scripted(_checkpointed_trainer(tiny_qwen3, tmp_path / "again"), resume=str(foreign))
 
 
-def test_gemma3_lora_steps(tiny_gemma3: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("checkpointing", [True, False])
+def test_gemma3_lora_steps(checkpointing: bool, tiny_gemma3: Path, tmp_path: Path) -> None:
+    # Without activation checkpointing the CPU loss forward computes a shared prompt once per group, unless the
+    # log Z head's hook on the backbone needs every row's full forward (it crashed on the split passes).
     from divrl import DivRLTrainer
 
-    trainer = DivRLTrainer(str(tiny_gemma3), distinct_chars_reward, args=make_config(tmp_path, flowrl=True, ips=True),
+    args = make_config(tmp_path, flowrl=True, ips=True, activation_checkpointing=checkpointing)
+    trainer = DivRLTrainer(str(tiny_gemma3), distinct_chars_reward, args=args,
                            train_dataset=prompt_dataset(conversational=True),
                            processing_class=_tokenizer(tiny_gemma3), peft_config=lora_config())
     head = snapshot(trainer.log_z_head)

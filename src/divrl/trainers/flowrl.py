@@ -39,6 +39,7 @@ from transformers import TrainerCallback
 
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, TrajectoryBalanceTerms, trajectory_balance_terms
 from divrl.trainers._fields import Unset, _help
+from divrl.trainers.cpu_fast import FULL_FORWARD_ATTRIBUTE
 
 LOG_Z_FILE = "flowrl_log_z.pt"
 # FlowRL's reference code: ProjZModule(hidden_size, num_layers=3, dropout=0.1), width = the model's hidden size.
@@ -188,6 +189,7 @@ class FlowRLMixin:
         self.log_z_head = head.to(self.accelerator.device)
         self._hidden_capture = _HiddenStateCapture()
         causal_lm.base_model.register_forward_hook(self._hidden_capture)  # the backbone TRL's fused LM head calls
+        setattr(causal_lm.base_model, FULL_FORWARD_ATTRIBUTE, True)  # the hook pools each row's prompt positions
         self.add_callback(_LogZHeadCallback(self))
 
     # ------------------------------------------------------------------------------ optimizer
