@@ -85,6 +85,8 @@ def test_every_task_arg_override_applies(flags: list[str], tmp_path) -> None:
     ("ideas", "js", "divergence/js"),
     ("hypospace-boolean", "kl-cov", "cov/selected_fraction"),
     ("molecules", "clip-cov", "cov/selected_fraction"),
+    ("hypospace-boolean", "flowrl", "flowrl/loss"),  # crashed once on the recipe's shared-prompt loss forward
+    ("hypospace-boolean", "pop-ips-qd", "population/reward_0"),
 ])
 def test_dry_run_trains_one_step_with_the_recipe_settings(task, method, metric, tmp_path):
     """One embedded-cpu recipe per task (each with a different method) builds and trains a step in a dry run."""
