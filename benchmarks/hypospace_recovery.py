@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from machine import cpu_model
 
-from divrl.core.estimators import uniform_coverage_ceiling
+from divrl.tasks.hypospace.recovery import ceiling_at_n_admissible
 from divrl.tasks.hypospace.recovery_cli import recipe_eval_flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,9 +314,10 @@ def per_instance_values(evals: list[dict[str, Any]]) -> tuple[list[str], dict[st
     values = {metric: np.array([[np.asarray(run[i][metric], dtype=float) for run in by_id] for i in ids])
               for metric in metrics}
     if at_size:  # the RR@|H_O| its validity would give if the valid samples were spread evenly over H_O
-        values["uniform_ceiling_at_n_admissible"] = np.array([[uniform_coverage_ceiling(
-            run[i]["n_samples"], round(run[i]["validity"] * run[i]["n_samples"]), run[i]["n_admissible"],
-            run[i]["n_admissible"]) for run in by_id] for i in ids])
+        # computed here rather than read, so evaluations written before the field existed have it too
+        values["uniform_ceiling_at_n_admissible"] = np.array([[ceiling_at_n_admissible(
+            run[i]["n_samples"], round(run[i]["validity"] * run[i]["n_samples"]), run[i]["n_admissible"])
+            for run in by_id] for i in ids])
     values["distinct_valid"] = np.array([[np.asarray(run[i]["curve"]) * run[i]["n_admissible"] for run in by_id]
                                          for i in ids])
     return ids, values
@@ -628,7 +629,7 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             "seeds' budget; `divrl.core.estimators`), validity, and their paired differences to GRPO (same seeds) "
             "and to the base model; the even-spread ceiling is the RR@|H_O| a method's validity would give if its "
             "valid samples were spread evenly over H_O (no policy with that validity expects more; "
-            "`uniform_coverage_ceiling`), so RR@|H_O| well below it means samples piled on few answers:", "",
+            "`ceiling_at_n_admissible`), so RR@|H_O| well below it means samples piled on few answers:", "",
             "| method | seeds | RR@\\|H_O\\| [95% CI] | - GRPO | - base | even-spread ceiling | validity [95% CI] | "
             "validity - GRPO | validity - base |", "|---|---|---|---|---|---|---|---|---|",
             *(f"| {label} | {m['seeds']} | "

@@ -47,6 +47,9 @@ EXPECTED = {
     "per_instance_unbiased": [[3 / 8, 2 / 3, 7 / 8, 1.0], [0.0] * 4, [3 / 8, 2 / 3, 7 / 8, 1.0], [0.5] * 4],
     "curve_unbiased": [5 / 16, 11 / 24, 9 / 16, 5 / 8],
     "recovery_at_n_admissible": 11 / 24,  # |H_O| = 2 for every instance
+    # valid 3, 0, 3, 4 of N = 4, spread evenly over |H_O| = 2, 2 drawn: m valid among them (hypergeometric) miss a
+    # given h with probability (1/2)^m; c = 3: m = 1 or 2 equally likely, 1 - 3/8; c = 4: m = 2, 1 - 1/4
+    "uniform_ceiling_at_n_admissible": (5 / 8 + 0 + 5 / 8 + 3 / 4) / 4,
     "pass_at_k": [5 / 8, 3 / 4, 3 / 4, 3 / 4],  # valid samples 3, 0, 3, 4 of 4
 }
 
@@ -96,6 +99,8 @@ def test_recovery_curves_equal_the_hand_computed_ones(protocol: str) -> None:
         assert result[metric]["mean"] == pytest.approx(EXPECTED[metric])
     assert result["recovery_at_n_admissible"]["mean"] == pytest.approx(EXPECTED["recovery_at_n_admissible"])
     assert result["recovery_at_n_admissible"]["instances"] == 4
+    ceiling = result["uniform_ceiling_at_n_admissible"]
+    assert ceiling["mean"] == pytest.approx(EXPECTED["uniform_ceiling_at_n_admissible"]) and ceiling["instances"] == 4
     assert result["curve_unbiased"]["mean"][-1] == pytest.approx(result["curve"]["mean"][-1])  # agree at n = N
     assert result["pass_at_n"]["mean"] == pytest.approx(0.75) and result["curve_n"] == 4
     assert result["distinct_valid_unbiased"]["mean"] == pytest.approx([2 * v for v in EXPECTED["curve_unbiased"]])
@@ -104,6 +109,7 @@ def test_recovery_curves_equal_the_hand_computed_ones(protocol: str) -> None:
 def test_score_proposals_marks_rr_at_the_admissible_size_undefined_below_it() -> None:
     record = score_proposals(["a", None], frozenset({"a", "b", "c"}))
     assert record["recovery_at_n_admissible"] is None and record["recovery"] == pytest.approx(1 / 3)
+    assert record["uniform_ceiling_at_n_admissible"] is None
     assert record["curve_unbiased"] == pytest.approx([1 / 6, 1 / 3]) and record["pass_at_k"] == pytest.approx([0.5, 1])
 
 
@@ -313,12 +319,12 @@ def test_cli_samples_per_hypothesis_and_table(
     assert result["curve_unbiased"]["mean"] == pytest.approx(EXPECTED["curve_unbiased"])
     table = capsys.readouterr().out
     header, row = table.splitlines()[:2]
-    assert header.split()[1:7] == ["validity", "uniqueness", "vendi", "pass@N", "RR@|H_O|", "RR@N"]
+    assert header.split()[1:8] == ["validity", "uniqueness", "vendi", "pass@N", "RR@|H_O|", "ceiling", "RR@N"]
     admissible = {i.id: i.admissible for i in VoxelTask(grid=2, max_height=2, max_blocks=1).instances()}
     vendi = np.mean([vendi_score_of_keys([p if p in admissible[r["id"]] else None for p in r["proposals"]])
                      for r in result["instances"]])
-    assert [float(v) for v in row.split()[1:7]] == pytest.approx([0.625, 0.375, vendi, 0.75, 11 / 24, 0.625],
-                                                                 abs=6e-3)
+    expected = [0.625, 0.375, vendi, 0.75, 11 / 24, EXPECTED["uniform_ceiling_at_n_admissible"], 0.625]
+    assert [float(v) for v in row.split()[1:8]] == pytest.approx(expected, abs=6e-3)
     help_text = recovery_cli_help(monkeypatch, capsys)
     assert "1 - C(N - c_h, n) / C(N, n)" in help_text and "The printed table uses the order-free" in help_text
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from divrl.core import vendi_score_of_keys
-from divrl.core.estimators import expected_coverage_curve, hit_probability_curve
+from divrl.core.estimators import expected_coverage_curve, hit_probability_curve, uniform_coverage_ceiling
 from divrl.sampling import Prompt
 from divrl.tasks.hypospace.common import HypoSpaceTask, Instance, recovery_curve, uniqueness, validity
 
@@ -40,7 +40,9 @@ def score_proposals(proposals: Sequence[str | None], admissible: frozenset[str])
     """Metrics of one instance's N canonical proposals (None = unreadable) against its admissible set H_O.
 
     `curve`: prefix RR(n) (first n in order); `curve_unbiased`: order-free RR(n); `recovery`: RR@N (the two
-    agree there); `recovery_at_n_admissible`: order-free RR@|H_O|, None when N < |H_O|; `pass_at_k`: pass@k of
+    agree there); `recovery_at_n_admissible`: order-free RR@|H_O|, None when N < |H_O|;
+    `uniform_ceiling_at_n_admissible`: the RR@|H_O| this validity would give with the valid samples spread evenly
+    over H_O (`ceiling_at_n_admissible`), None when N < |H_O|; `pass_at_k`: pass@k of
     validity for k = 1..N; `vendi_valid`: the Vendi score of the valid proposals (the effective number of distinct
     admissible hypotheses among them, exp of their frequencies' entropy); plus validity, uniqueness, `n_samples` and
     `n_admissible`.
@@ -59,10 +61,17 @@ def score_proposals(proposals: Sequence[str | None], admissible: frozenset[str])
         "vendi_valid": vendi_score_of_keys([p if p in admissible else None for p in proposals]),
         "recovery": curve[-1],
         "recovery_at_n_admissible": unbiased[size - 1] if size <= n else None,
+        "uniform_ceiling_at_n_admissible": ceiling_at_n_admissible(n, valid, size),
         "curve": curve,
         "curve_unbiased": unbiased,
         "pass_at_k": hit_probability_curve(n, valid),
     }
+
+
+def ceiling_at_n_admissible(samples: int, valid: int, n_admissible: int) -> float | None:
+    """The RR@|H_O| an instance's validity (`valid` of `samples`) allows: its valid samples spread evenly over H_O
+    (`uniform_coverage_ceiling`; no policy with that validity expects more); None when samples < |H_O|."""
+    return uniform_coverage_ceiling(samples, valid, n_admissible, n_admissible) if n_admissible <= samples else None
 
 
 def modal_share(proposals: Sequence[str | None]) -> float:
@@ -175,8 +184,8 @@ def summarize(per_instance: Sequence[dict[str, Any]], resamples: int = 1000, see
     Curves (`curve`, `curve_unbiased`, `distinct_valid[_unbiased]` = RR(n) x |H_O|, `pass_at_k`) are averaged
     for n = 1..`curve_n` = the smallest N among the instances; `recovery` (RR@N) and `pass_at_n` (pass@N of
     validity: at least one valid sample) are taken at each instance's own N;
-    `recovery_at_n_admissible` (order-free RR@|H_O|) averages the instances with N >= |H_O| (how many:
-    its `instances` entry; None when there are none).
+    `recovery_at_n_admissible` (order-free RR@|H_O|) and `uniform_ceiling_at_n_admissible` (what the validity
+    allows) average the instances with N >= |H_O| (how many: their `instances` entry; None when there are none).
     """
     if not per_instance:
         raise ValueError("no instances to summarize")
@@ -191,10 +200,11 @@ def summarize(per_instance: Sequence[dict[str, Any]], resamples: int = 1000, see
     for metric, curve in (("distinct_valid", "curve"), ("distinct_valid_unbiased", "curve_unbiased")):
         found = np.array([np.array(r[curve][:n_common]) * r["n_admissible"] for r in per_instance])
         summary[metric] = bootstrap_mean(found, resamples, seed)
-    at_size = [r["recovery_at_n_admissible"] for r in per_instance if r["recovery_at_n_admissible"] is not None]
-    summary["recovery_at_n_admissible"] = (
-        {**bootstrap_mean(np.array(at_size), resamples, seed), "instances": len(at_size)} if at_size else None
-    )
+    for metric in ("recovery_at_n_admissible", "uniform_ceiling_at_n_admissible"):
+        at_size = [r[metric] for r in per_instance if r[metric] is not None]
+        summary[metric] = (
+            {**bootstrap_mean(np.array(at_size), resamples, seed), "instances": len(at_size)} if at_size else None
+        )
     summary["curve_n"] = n_common
     return summary
 

@@ -48,7 +48,9 @@ def register(subparsers: Any) -> None:
         "order-free curve averages it over every ordering of the N samples: per admissible h with c_h of N "
         "samples equal to h, P(h found within n) = 1 - C(N - c_h, n) / C(N, n), averaged over h (JSON "
         "'curve_unbiased', solid in the plot). The printed table uses the order-free estimate for RR@|H_O| "
-        "(HypoSpace's headline budget; only instances with N >= |H_O| count) and RR@N = recovery after all N "
+        "(HypoSpace's headline budget; only instances with N >= |H_O| count), the ceiling its validity allows "
+        "(the same validity spread evenly over H_O; no model with that validity expects more) and RR@N = recovery "
+        "after all N "
         "samples, where both curves agree; pass@N is pass@k of validity at k = N (same estimator, c = valid "
         "samples) and validity = pass@1.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -244,6 +246,8 @@ def _run(args: argparse.Namespace) -> int:
             "recovery": "RR@N: recovery after all N samples (both curves agree there)",
             "pass_at_n": "pass@N of validity: at least one valid sample among the instance's N",
             "recovery_at_n_admissible": "order-free RR at n = |H_O|, over the instances with N >= |H_O|",
+            "uniform_ceiling_at_n_admissible": "the RR at n = |H_O| the validity allows (valid samples spread evenly "
+                                               "over H_O: 1 - E[(1 - 1/|H_O|)^m], m valid among |H_O| drawn)",
             "pass_at_k": "pass@k of validity: 1 - C(N - c, k) / C(N, k), c = valid samples",
             "curve_n": "summary curves cover n = 1..curve_n, the smallest N among the instances",
         },
@@ -268,17 +272,18 @@ def _cell(stats: dict[str, Any] | None, width: int) -> str:
 
 def print_table(results: list[dict[str, Any]]) -> None:
     """One row per model: validity, uniqueness, Vendi score of the valid proposals, pass@N of validity, order-free
-    RR@|H_O|, RR@N and its 95% CI."""
+    RR@|H_O| and the ceiling its validity allows, RR@N and its 95% CI."""
     print(f"{'model':40s} {'validity':>9s} {'uniqueness':>10s} {'vendi':>6s} {'pass@N':>7s} {'RR@|H_O|':>9s} "
-          f"{'RR@N':>7s}  95% CI")
+          f"{'ceiling':>8s} {'RR@N':>7s}  95% CI")
     for r in results:
         rr = r["recovery"]
         print(
             f"{r['label'][-40:]:40s} {r['validity']['mean']:9.3f} {r['uniqueness']['mean']:10.3f} "
             f"{r['vendi_valid']['mean']:6.2f} {_cell(r['pass_at_n'], 7)} {_cell(r['recovery_at_n_admissible'], 9)} "
-            f"{rr['mean']:7.3f}  "
+            f"{_cell(r['uniform_ceiling_at_n_admissible'], 8)} {rr['mean']:7.3f}  "
             f"[{rr['ci_low']:.3f}, {rr['ci_high']:.3f}]"
         )
-    print("RR@|H_O|: order-free estimate after |H_O| samples; RR@N: after all N samples; pass@N: at least one valid "
-          "among the N samples (N per instance); vendi: effective number of distinct valid hypotheses per instance "
-          "(Vendi score). See --help.")
+    print("RR@|H_O|: order-free estimate after |H_O| samples; ceiling: the RR@|H_O| the validity would give with the "
+          "valid samples spread evenly over H_O (RR@|H_O| far below it: samples piled on few answers); RR@N: after all "
+          "N samples; pass@N: at least one valid among the N samples (N per instance); vendi: effective number of "
+          "distinct valid hypotheses per instance (Vendi score). See --help.")
