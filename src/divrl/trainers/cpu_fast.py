@@ -202,16 +202,11 @@ def patch_attribute(obj: Any, name: str, value: Any, marker: str, marker_value: 
     return undo
 
 
-# Set True on a backbone whose forward hooks read every row's whole sequence (FlowRL's log Z head pools each row's
-# prompt positions): its loss forward then runs in one pass per row, never as a shared prompt pass + completions.
-FULL_FORWARD_ATTRIBUTE = "divrl_full_forward"
-
-
 def _prompt_sharing_allowed(backbone: torch.nn.Module) -> bool:
     """Whether computing a shared prompt once keeps the loss exact: no active dropout (one mask per prompt instead
-    of one per row would change the loss's noise), no activation checkpointing (its recomputation would
-    update the prompt's KV cache a second time) and no hook that needs the full forward (FULL_FORWARD_ATTRIBUTE)."""
-    return not getattr(backbone, FULL_FORWARD_ATTRIBUTE, False) and not any(
+    of one per row would change the loss's noise) and no activation checkpointing (its recomputation would
+    update the prompt's KV cache a second time)."""
+    return not any(
         getattr(m, "gradient_checkpointing", False) or (isinstance(m, torch.nn.Dropout) and m.training and m.p > 0)
         for m in backbone.modules()
     )

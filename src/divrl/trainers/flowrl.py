@@ -5,7 +5,7 @@ per sequence y of prompt x, w * (log Z_phi(x) + (1/|y|) log pi(y|x) - beta_r r_h
 averaged over the micro-batch's completions and divided by the gradient-accumulation steps, as TRL's "grpo" loss
 (completions that TRL masks out entirely, e.g. by `mask_truncated_completions`, are left out).
 
-Where each piece comes from (trl 1.16), so nothing needs a second policy forward:
+Where each piece comes from (trl 1.16): only log Z needs a forward of its own, of the distinct prompts:
 - r_hat: TRL's advantages (group-normalised rewards, after any IPS / QD / novelty shaping and length bins).
 - log pi: the per-token log-probs of TRL's own loss forward (captured by the host, `DivRLTrainer`).
 - log pi_ref: `ref_per_token_logps`, TRL's when beta != 0, else computed the same way by the host (adapter
@@ -14,8 +14,9 @@ Where each piece comes from (trl 1.16), so nothing needs a second policy forward
   them when generation and optimisation are aligned (pi_old = pi), and then w = 1. With vLLM, TRL's
   sequence-level importance-sampling ratio (sampler vs. pi_old) multiplies the loss, as it does for GRPO.
 - log Z_phi(x): `LogZHead`, FlowRL's ProjZ network, on the policy's last hidden states averaged over the prompt
-  tokens. They are captured from the same loss forward by a forward hook on the backbone and NOT detached,
-  as in FlowRL's reference code: the log Z loss also shapes the policy's prompt representation.
+  tokens, from one backbone pass per distinct prompt (the prompt part of the loss forward, which a CPU loss
+  forward that shares each prompt across its group does not keep), NOT detached, as in FlowRL's reference code:
+  the log Z loss also shapes the policy's prompt representation.
 - TRL's `_compute_loss` still runs, on zeroed advantages: its surrogate is exactly 0, and it keeps adding what it
   adds around the surrogate (the beta KL term, the entropy bonus, a MoE aux loss) and its logging. Its
   `clip_ratio/*` metrics therefore read 0 and its `policy_loss` holds only the beta KL term; `flowrl/*` report
@@ -39,7 +40,6 @@ from transformers import TrainerCallback
 
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, TrajectoryBalanceTerms, trajectory_balance_terms
 from divrl.trainers._fields import Unset, _help
-from divrl.trainers.cpu_fast import FULL_FORWARD_ATTRIBUTE
 
 LOG_Z_FILE = "flowrl_log_z.pt"
 # FlowRL's reference code: ProjZModule(hidden_size, num_layers=3, dropout=0.1), width = the model's hidden size.
@@ -125,23 +125,6 @@ class LogZHead(torch.nn.Module):
         return self.net(pooled).squeeze(-1)
 
 
-class _HiddenStateCapture:
-    """Forward hook on the policy's backbone: keeps its last hidden states while `active`."""
-
-    def __init__(self) -> None:
-        self.active = False
-        self.states: list[torch.Tensor] = []
-
-    def __call__(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if self.active:
-            self.states.append(output.last_hidden_state)
-
-    def take(self) -> torch.Tensor:
-        """The captured hidden states of one forward (concatenated over TRL's chunks), then forget them."""
-        states, self.states = self.states, []
-        return torch.cat(states)
-
-
 class _LogZHeadCallback(TrainerCallback):
     """Syncs and clips the head's gradients before each optimizer step and clears them after it (the Trainer's
     `model.zero_grad()` does not reach the head)."""
@@ -187,9 +170,6 @@ class FlowRLMixin:
             torch.manual_seed(args.seed)
             head = LogZHead(hidden_size, args.flowrl_log_z_layers, args.flowrl_log_z_width, args.flowrl_log_z_dropout)
         self.log_z_head = head.to(self.accelerator.device)
-        self._hidden_capture = _HiddenStateCapture()
-        causal_lm.base_model.register_forward_hook(self._hidden_capture)  # the backbone TRL's fused LM head calls
-        setattr(causal_lm.base_model, FULL_FORWARD_ATTRIBUTE, True)  # the hook pools each row's prompt positions
         self.add_callback(_LogZHeadCallback(self))
 
     # ------------------------------------------------------------------------------ optimizer
@@ -223,12 +203,8 @@ class FlowRLMixin:
             return super()._compute_loss(model, inputs)
         mode = "train" if self.model.training else "eval"
         self.log_z_head.train(mode == "train")
-        self._hidden_capture.active = True
-        try:  # TRL's loss without its surrogate: the beta KL term, entropy bonus and aux loss only
-            loss = super()._compute_loss(model, {**inputs, "advantages": torch.zeros_like(inputs["advantages"])})
-        finally:
-            self._hidden_capture.active = False
-        hidden = self._hidden_capture.take()
+        # TRL's loss without its surrogate: the beta KL term, entropy bonus and aux loss only
+        loss = super()._compute_loss(model, {**inputs, "advantages": torch.zeros_like(inputs["advantages"])})
         per_token_logps = self._loss_forward[0]
         mask = inputs["completion_mask"].to(per_token_logps.dtype)
         if "tool_mask" in inputs:
@@ -238,7 +214,12 @@ class FlowRLMixin:
         if advantages.dim() == 2:  # token-level advantages: their mean over the completion, as FlowRL's code
             advantages = (advantages * mask).sum(1) / lengths.clamp(min=1.0)
         old = inputs.get("old_per_token_logps")
-        log_z = self._log_z(hidden, inputs["prompt_mask"])
+        if "pixel_values" in inputs:
+            raise ValueError("DivRLConfig.flowrl supports text prompts only: the log Z head's prompt pass does not "
+                             "take images")
+        pooled = self._pooled_prompts(model, inputs["prompt_ids"], inputs["prompt_mask"])
+        with torch.autocast(device_type=pooled.device.type, enabled=False):  # the head trains in float32
+            log_z = self.log_z_head(pooled)
         terms = trajectory_balance_terms(
             log_z,
             (per_token_logps * mask).sum(1),
@@ -258,13 +239,21 @@ class FlowRLMixin:
         accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
         return loss + per_sequence.sum() / valid.sum().clamp(min=1.0) / accumulation
 
-    def _log_z(self, hidden: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
-        """log Z(x) (B,): the head on the last hidden states averaged over the (left-padded) prompt tokens."""
-        weights = prompt_mask.unsqueeze(-1).to(torch.float32)
-        prompt_hidden = hidden[:, : prompt_mask.shape[1]].to(torch.float32)
-        pooled = (prompt_hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
-        with torch.autocast(device_type=pooled.device.type, enabled=False):  # the head trains in float32
-            return self.log_z_head(pooled)
+    def _pooled_prompts(self, model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """(B, hidden) float32: the backbone's last hidden states averaged over each row's (left-padded) prompt tokens.
+
+        Each distinct prompt runs once (a GRPO batch repeats it G times) and is indexed out to its rows, so the
+        gradient of every row's log Z reaches the one pass. Prompt positions never attend to the completion, so
+        this equals the prompt part of the loss forward up to float summation order."""
+        from accelerate.utils import is_peft_model
+
+        unwrapped = self.accelerator.unwrap_model(model)
+        backbone = (unwrapped.get_base_model() if is_peft_model(unwrapped) else unwrapped).base_model
+        distinct, rows = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
+        ids, mask = distinct[:, : prompt_ids.shape[1]], distinct[:, prompt_ids.shape[1] :]
+        hidden = backbone(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state.to(torch.float32)
+        weights = mask.unsqueeze(-1).to(torch.float32)
+        return ((hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0))[rows]
 
     def _log_flowrl(self, mode: str, log_z: torch.Tensor, terms: TrajectoryBalanceTerms,
                     per_sequence: torch.Tensor, valid: torch.Tensor) -> None:
