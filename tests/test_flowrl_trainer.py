@@ -214,8 +214,8 @@ def test_resume_restores_log_z_head(full_run, tiny_qwen3: Path, tmp_path: Path) 
 
 @pytest.mark.parametrize("checkpointing", [True, False])
 def test_gemma3_lora_steps(checkpointing: bool, tiny_gemma3: Path, tmp_path: Path) -> None:
-    # Without activation checkpointing the CPU loss forward computes a shared prompt once per group, unless the
-    # log Z head's hook on the backbone needs every row's full forward (it crashed on the split passes).
+    # Without activation checkpointing the CPU loss forward computes each shared prompt once per group (a hook on
+    # the backbone that read log Z's prompt states from that forward once crashed on its split passes).
     from divrl import DivRLTrainer
 
     args = make_config(tmp_path, flowrl=True, ips=True, activation_checkpointing=checkpointing)
