@@ -213,11 +213,23 @@ def test_resume_restores_log_z_head(full_run, tiny_qwen3: Path, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("checkpointing", [True, False])
-def test_gemma3_lora_steps(checkpointing: bool, tiny_gemma3: Path, tmp_path: Path) -> None:
+def test_gemma3_lora_steps(checkpointing: bool, tiny_gemma3: Path, tmp_path: Path,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
     # Without activation checkpointing the CPU loss forward computes each shared prompt once per group (a hook on
-    # the backbone that read log Z's prompt states from that forward once crashed on its split passes).
+    # the backbone that read log Z's prompt states from that forward once crashed on its split passes, and its
+    # fix by a full forward made FlowRL's steps ~5x slower): FlowRL must keep that path.
     from divrl import DivRLTrainer
+    from divrl.trainers import cpu_fast
 
+    shared = []
+    share = cpu_fast.shared_prompt_hidden_states
+    def recorded(*args):  # the loss forward is the one with gradients (the reference's runs without)
+        hidden = share(*args)
+        if torch.is_grad_enabled():
+            shared.append(hidden)
+        return hidden
+
+    monkeypatch.setattr(cpu_fast, "shared_prompt_hidden_states", recorded)
     args = make_config(tmp_path, flowrl=True, ips=True, activation_checkpointing=checkpointing)
     trainer = DivRLTrainer(str(tiny_gemma3), distinct_chars_reward, args=args,
                            train_dataset=prompt_dataset(conversational=True),
@@ -227,6 +239,7 @@ def test_gemma3_lora_steps(checkpointing: bool, tiny_gemma3: Path, tmp_path: Pat
     assert trainer.state.global_step == 2
     assert not (METRICS | {"ips/max_scale"}) - metric_keys(trainer.state.log_history)
     assert any(not head[n].equal(p) for n, p in snapshot(trainer.log_z_head).items())
+    assert any(hidden is not None for hidden in shared) == (not checkpointing)
 
 
 @pytest.mark.parametrize(
