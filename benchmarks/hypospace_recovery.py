@@ -649,7 +649,8 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             continue
         per_seed = ", ".join(f"{v:.3f}" for v in m["per_seed_recovery"])
         versus = _fmt_ci(m["recovery_minus_grpo"]) if "recovery_minus_grpo" in m else ""
-        lines.append(f"| {label} | {m['seeds']} | {steps or '0 (untrained)'} | {_fmt_ci(m['recovery'])} | {versus} | "
+        steps = steps or ("0 (the SFT warm start only)" if label == SFT_LABEL else "0 (untrained)")
+        lines.append(f"| {label} | {m['seeds']} | {steps} | {_fmt_ci(m['recovery'])} | {versus} | "
                      f"{per_seed} | "
                      f"{_fmt_ci(m['validity'])} | {m['uniqueness']['mean']:.3f} | "
                      f"{m['distinct_valid']['mean'][-1]:.2f} | {m['modal_share']:.2f} | "
