@@ -143,7 +143,8 @@ class FlowRLMixin:
     """FlowRL for a GRPOTrainer subclass (DivRLTrainer); inert unless `args.flowrl`.
 
     Host contract (DivRLTrainer provides it): `ref_per_token_logps` is in the inputs whenever `args.flowrl`, and
-    the host's `_get_per_token_logps_and_entropies` leaves the loss forward's outputs in `self._loss_forward`.
+    the host's `_get_per_token_logps_and_entropies` leaves the loss forward's outputs in `self._loss_forward`,
+    and `_causal_lm(model)` unwraps the causal LM (`CPUFastLogpsMixin`).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -154,17 +155,13 @@ class FlowRLMixin:
 
     def _setup_flowrl(self) -> None:
         """Refuse what the head cannot live with, build it (seeded), hook the backbone, register the callback."""
-        from accelerate.utils import is_peft_model
-
         if self.is_deepspeed_enabled or self.is_fsdp_enabled:
             raise ValueError("DivRLConfig.flowrl is not supported under DeepSpeed or FSDP: its log Z head lives "
                              "outside the sharded model (use DDP, optionally with LoRA)")
         if self.optimizer is not None:
             raise ValueError("DivRLConfig.flowrl adds the log Z head to the optimizer the trainer builds: pass "
                              "optimizer_cls_and_kwargs instead of a ready-made optimizer in `optimizers`")
-        model = self.accelerator.unwrap_model(self.model)
-        causal_lm = model.get_base_model() if is_peft_model(model) else model
-        hidden_size = causal_lm.config.get_text_config().hidden_size
+        hidden_size = self._causal_lm(self.model).config.get_text_config().hidden_size
         args = self.args
         with torch.random.fork_rng(devices=[]):  # identical on every process, independent of earlier draws
             torch.manual_seed(args.seed)
@@ -201,6 +198,9 @@ class FlowRLMixin:
     def _compute_loss(self, model, inputs):  # noqa: D102 (TRL hook)
         if self.log_z_head is None:
             return super()._compute_loss(model, inputs)
+        if "pixel_values" in inputs:
+            raise ValueError("DivRLConfig.flowrl supports text prompts only: the log Z head's prompt pass does not "
+                             "take images")
         mode = "train" if self.model.training else "eval"
         self.log_z_head.train(mode == "train")
         # TRL's loss without its surrogate: the beta KL term, entropy bonus and aux loss only
@@ -214,9 +214,6 @@ class FlowRLMixin:
         if advantages.dim() == 2:  # token-level advantages: their mean over the completion, as FlowRL's code
             advantages = (advantages * mask).sum(1) / lengths.clamp(min=1.0)
         old = inputs.get("old_per_token_logps")
-        if "pixel_values" in inputs:
-            raise ValueError("DivRLConfig.flowrl supports text prompts only: the log Z head's prompt pass does not "
-                             "take images")
         pooled = self._pooled_prompts(model, inputs["prompt_ids"], inputs["prompt_mask"])
         with torch.autocast(device_type=pooled.device.type, enabled=False):  # the head trains in float32
             log_z = self.log_z_head(pooled)
@@ -245,10 +242,7 @@ class FlowRLMixin:
         Each distinct prompt runs once (a GRPO batch repeats it G times) and is indexed out to its rows, so the
         gradient of every row's log Z reaches the one pass. Prompt positions never attend to the completion, so
         this equals the prompt part of the loss forward up to float summation order."""
-        from accelerate.utils import is_peft_model
-
-        unwrapped = self.accelerator.unwrap_model(model)
-        backbone = (unwrapped.get_base_model() if is_peft_model(unwrapped) else unwrapped).base_model
+        backbone = self._causal_lm(model).base_model
         distinct, rows = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
         ids, mask = distinct[:, : prompt_ids.shape[1]], distinct[:, prompt_ids.shape[1] :]
         hidden = backbone(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state.to(torch.float32)
