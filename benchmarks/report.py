@@ -11,7 +11,8 @@ import argparse
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
-# Fragments in reading order; any other fragment follows alphabetically.
+# Fragments in reading order. A variant written with `--name <known>_<suffix>` (a rerun of part of a benchmark)
+# follows its known fragment; any other fragment follows alphabetically at the end.
 ORDER = ("demo", "toy", "toy_methods", "toy_flowrl", "trainer_overhead", "population_overhead", "verifier_throughput",
          "molecule_scoring", "cpu_step", "eval_time", "sft_step", "unit_throughput", "hypospace_recovery_v2",
          "hypospace_recovery_v2_voxel", "hypospace_recovery", "hypospace_recovery_quick")
@@ -23,11 +24,29 @@ names the script that produced it, the machine and the date. Do not edit by hand
 """
 
 
+def _reading_position(name: str) -> tuple[int, str]:
+    """Sort key: the position of the longest known fragment `name` is or extends (`<known>_...`), then the name."""
+    matches = [i for i, known in enumerate(ORDER) if name == known or name.startswith(known + "_")]
+    best = max(matches, key=lambda i: len(ORDER[i]), default=len(ORDER))
+    return best, "" if name in ORDER else name
+
+
+def _name_repeated_title(text: str, stem: str, seen: set[str]) -> str:
+    """The fragment with its `## ` title suffixed by its results file when an earlier fragment has the same title,
+    so that a partial rerun's section is told apart from the full run's."""
+    title, _, rest = text.partition("\n")
+    if title in seen:
+        title = f"{title}: `results/{stem}.md`"
+    seen.add(title)
+    return f"{title}\n{rest}" if rest else title
+
+
 def assemble(results: Path = RESULTS) -> str:
-    """BENCHMARKS.md text: the header and every fragment, known ones first."""
-    fragments = {p.stem: p for p in sorted(results.glob("*.md"))}
-    names = [n for n in ORDER if n in fragments] + sorted(set(fragments) - set(ORDER))
-    body = "\n\n".join(fragments[n].read_text().strip() for n in names)
+    """BENCHMARKS.md text: the header and every fragment, known ones first, variants after theirs."""
+    fragments = {p.stem: p for p in results.glob("*.md")}
+    seen: set[str] = set()
+    body = "\n\n".join(_name_repeated_title(fragments[n].read_text().strip(), n, seen)
+                       for n in sorted(fragments, key=_reading_position))
     return HEADER + ("\n" + body + "\n" if body else "\nNo benchmark results yet.\n")
 
 
