@@ -119,6 +119,7 @@ class Protocol:
     all_seeds: bool = False  # every method runs every seed (else GRPO and IPS only)
     eval_steps: int | None = None  # held-out recovery during training every k steps (None: the recipe's)
     sft: bool = False  # warm start each seed with `divrl sft` and train RL from it on zero-shot prompts
+    priority: tuple[str, ...] = ()  # with `all_seeds`: methods whose later seeds run before the other methods'
 
     def seeds_for(self, method: str) -> tuple[int, ...]:
         """Every seed for GRPO and IPS (for every method with `all_seeds`); the first one otherwise."""
@@ -131,9 +132,12 @@ V1 = Protocol(methods=V1_METHODS)
 # Evidence v2 (issue 13): several prompts per step at a lower learning rate, where GRPO's training validity rises
 # (see BENCHMARKS.md for the sweep that chose it), every method with 3 seeds, held-out recovery during training.
 # Methods in the order their first seed runs: the diagnosed failure's candidates (IPS, the count bonus, the
-# mass-covering divergences) first.
+# mass-covering divergences) first. Priority, set after every first seed had run (2026-11-24): MaxEnt and the count
+# bonus, the two whose seed 0 ended above the base model, take their seeds 1 and 2 before the others'; seed 0 chose
+# them, so the report tests them on those later seeds alone as well (see `confirmatory_rows`).
 V2 = Protocol(methods=("grpo", "ips", "count", "fkl", "js", "qd", "maxent", "flowrl", "pop-ips-qd"), seeds=(0, 1, 2),
-              steps=24, learning_rate=5e-5, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4)
+              steps=24, learning_rate=5e-5, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4,
+              priority=("maxent", "count"))
 # Evidence v2 on voxels (issue 13's second domain): the base model almost never writes a valid structure, so every
 # seed starts from `divrl sft` (zero-shot prompts); v2's budget; 32 samples per test instance, since the order-free
 # RR@|H_O| needs N >= |H_O| and the largest voxel tier has 27 admissible structures.
@@ -251,13 +255,22 @@ def load_evaluation(state: Path, label: str) -> dict[str, Any]:
     return {**entry, **_meta(out / "divrl_benchmark.json")}
 
 
+def _results_settings(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A recorded protocol less the fields that only order its units: a resumed run may change those."""
+    return {key: value for key, value in recorded.items() if key != "priority"}
+
+
 def plan(protocol: Protocol) -> list[tuple[str, int]]:
     """(method, seed) in the order that makes partial results most useful: every seed of the GRPO/IPS
-    comparison first, then the other methods (with `all_seeds`, seed by seed); the SFT model of a seed comes
-    before that seed's first RL run: ("sft", seed)."""
+    comparison first, then the other methods' first seed, then (with `all_seeds`) their later seeds seed by seed,
+    the `priority` methods' before the rest; the SFT model of a seed comes before that seed's first RL run:
+    ("sft", seed)."""
     head = [(m, s) for s in protocol.seeds for m in protocol.methods if m in MULTI_SEED]
-    tail = [(m, s) for s in (protocol.seeds if protocol.all_seeds else protocol.seeds[:1])
-            for m in protocol.methods if m not in MULTI_SEED]
+    others = [m for m in protocol.methods if m not in MULTI_SEED]
+    later_seeds = protocol.seeds[1:] if protocol.all_seeds else ()
+    tail = [(m, protocol.seeds[0]) for m in others]
+    for first in (True, False):
+        tail += [(m, s) for s in later_seeds for m in others if (m in protocol.priority) == first]
     units: list[tuple[str, int]] = []
     for method, seed in head + tail:
         if protocol.sft and ("sft", seed) not in units:
@@ -479,6 +492,21 @@ def compare(collected: dict[str, dict[str, Any]], resamples: int = 2000) -> dict
     return methods
 
 
+def confirmatory(collected: dict[str, dict[str, Any]], protocol: Protocol) -> dict[str, dict[str, Any]]:
+    """The `priority` methods compared on their later seeds alone: their first seed chose them for priority, so
+    a test that includes it is biased toward them; these rows (pooled and paired as in `compare`) are not."""
+    rows = {}
+    for method in protocol.priority:
+        entry = collected.get(METHODS[method])
+        later = [(e, seed) for e, seed in zip(entry["evals"], entry["eval_seeds"], strict=True)
+                 if seed != protocol.seeds[0]] if entry else []
+        if later:
+            subset = {label: collected[label] for label in (BASE_LABEL, METHODS["grpo"]) if label in collected}
+            subset[METHODS[method]] = {**entry, "evals": [e for e, _ in later], "eval_seeds": [s for _, s in later]}
+            rows[METHODS[method]] = compare(subset)[METHODS[method]]
+    return rows
+
+
 def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) -> dict[str, Any]:
     """Aggregate everything finished under `state` into `<out>.json`, `<out>.md` and the two plots."""
     from divrl.tasks.hypospace.recovery import plot_recovery
@@ -539,8 +567,9 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
                      "learning_rate": protocol.learning_rate, "samples": protocol.samples, "seeds": protocol.seeds,
                      "max_new_tokens": setting.max_new_tokens, "methods": list(protocol.methods),
                      "prompts_per_step": protocol.prompts_per_step, "eval_steps": protocol.eval_steps,
-                     "sft": protocol.sft},
+                     "sft": protocol.sft, "priority": list(protocol.priority)},
         "methods": methods,
+        "confirmatory": confirmatory(collected, protocol),
         "law_fits": fits,
     }
     out.with_suffix(".json").write_text(json.dumps(data, indent=1))
@@ -553,6 +582,8 @@ SWEEP_RISE = 0.1  # training-validity rise (first -> last quarter) that counts a
 HEADLINE_COLUMNS = ("recovery_at_n_admissible", "recovery_at_n_admissible_minus_grpo",
                     "recovery_at_n_admissible_minus_base", "uniform_ceiling_at_n_admissible", "validity",
                     "validity_minus_grpo", "validity_minus_base")
+HEADLINE_HEADER = ("| method | seeds | RR@\\|H_O\\| [95% CI] | - GRPO | - base | even-spread ceiling | "
+                   "validity [95% CI] | validity - GRPO | validity - base |", "|---|---|---|---|---|---|---|---|---|")
 
 
 def sweep_lines(results: Path = RESULTS) -> list[str]:
@@ -586,6 +617,12 @@ def sweep_lines(results: Path = RESULTS) -> list[str]:
             "the held-out split:", "",
             "| learning rate | prompts x G per step | steps | training validity, first -> last quarter | "
             "RR@\\|H_O\\| | RR@16 | modal share | results |", "|---|---|---|---|---|---|---|---|", *lines, ""]
+
+
+def _headline_row(label: str, method: dict[str, Any]) -> str:
+    """One row of the RR@|H_O| headline table (blank cells for comparisons the method lacks)."""
+    cells = [_fmt_ci(method[key]) if key in method else "" for key in HEADLINE_COLUMNS]
+    return f"| {label} | {method['seeds']} | " + " | ".join(cells) + " |"
 
 
 def markdown(data: dict[str, Any], stem: str) -> str:
@@ -630,12 +667,17 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             "and to the base model; the even-spread ceiling is the RR@|H_O| a method's validity would give if its "
             "valid samples were spread evenly over H_O (no policy with that validity expects more; "
             "`ceiling_at_n_admissible`), so RR@|H_O| well below it means samples piled on few answers:", "",
-            "| method | seeds | RR@\\|H_O\\| [95% CI] | - GRPO | - base | even-spread ceiling | validity [95% CI] | "
-            "validity - GRPO | validity - base |", "|---|---|---|---|---|---|---|---|---|",
-            *(f"| {label} | {m['seeds']} | "
-              + " | ".join(_fmt_ci(m[key]) if key in m else "" for key in HEADLINE_COLUMNS) + " |"
-              for label, m in headline),
+            *HEADLINE_HEADER,
+            *(_headline_row(label, m) for label, m in headline),
             "", f"All metrics at N = {p['samples']} samples (RR@N):", ""]
+        if data.get("confirmatory"):
+            lines[-4:-4] = [
+                f"Confirmatory: {', '.join(data['confirmatory'])} ran their later seeds before the other methods' "
+                f"because their seed {p['seeds'][0]} ended above the base model (chosen after every first seed had "
+                "run); since that seed chose them, here they are on their later seeds alone, paired with GRPO's "
+                "runs of the same seeds and with the base model:", "",
+                *HEADLINE_HEADER,
+                *(_headline_row(label, m) for label, m in data["confirmatory"].items()), ""]
         tiered = [(label, m["recovery_at_n_admissible_by_tier"]) for label, m in headline]
         if len(tiered[0][1]) > 1:
             header = [f"\\|H_O\\| = {t['n_admissible']} ({t['instances']} instances)" for t in tiered[0][1]]
@@ -824,7 +866,8 @@ def main() -> None:
         return
     if state.exists() and not args.resume:
         raise SystemExit(f"{state} holds an earlier run: pass --resume to continue it, or delete it to start over")
-    if args.resume and settings.is_file() and json.loads(settings.read_text()) != json.loads(recorded):
+    if args.resume and settings.is_file() and _results_settings(json.loads(settings.read_text())) != \
+            _results_settings(json.loads(recorded)):
         raise SystemExit(f"{settings} was written with other settings; resume with the same flags or use --state")
     state.mkdir(parents=True, exist_ok=True)
     settings.write_text(recorded)

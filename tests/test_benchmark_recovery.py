@@ -69,6 +69,15 @@ def test_plan_puts_the_multi_seed_comparison_first() -> None:
     assert bench.plan(protocol) == [("grpo", 0), ("ips", 0), ("grpo", 1), ("ips", 1), ("qd", 0)]
 
 
+def test_plan_runs_every_first_seed_then_the_priority_methods_later_seeds() -> None:
+    protocol = bench.Protocol(methods=("grpo", "qd", "js", "maxent"), seeds=(0, 1, 2), all_seeds=True,
+                              priority=("maxent",))
+    assert bench.plan(protocol)[3:] == [("qd", 0), ("js", 0), ("maxent", 0), ("maxent", 1), ("maxent", 2),
+                                        ("qd", 1), ("js", 1), ("qd", 2), ("js", 2)]
+    assert sorted(bench.plan(protocol)) == sorted(bench.plan(bench.Protocol(
+        methods=protocol.methods, seeds=protocol.seeds, all_seeds=True)))
+
+
 @pytest.mark.parametrize("name", ["voxel", "boolean"])
 def test_evaluation_uses_the_training_task_and_its_held_out_split(name: str, tmp_path: Path) -> None:
     from divrl.task import build_task
@@ -144,6 +153,24 @@ def test_rr_at_h_o_and_differences_to_the_base_model_are_paired() -> None:
                            "law_fits": []}, "x")
     assert "| count bonus | 2 | 0.400 [" in text and "Headline" in text
     assert f"| {ceiling:.3f} [" in text
+
+
+def test_confirmatory_rows_leave_out_the_seed_that_chose_a_priority_method() -> None:
+    def entry(values: list[float], seeds: list[int]) -> dict:
+        evals = [_eval({"i": ([v], 5), "j": ([v], 5)}) for v in values]
+        return {"evals": evals, "eval_seeds": seeds, "training": [], "runs": [], "wall_seconds": 0}
+
+    # MaxEnt's seed 0 (0.9) chose it; on seeds 1 and 2 it is 0.3 and 0.5, GRPO's are 0.2 and 0.2
+    collected = {"base model": entry([0.4], []), "GRPO": entry([0.6, 0.2, 0.2], [0, 1, 2]),
+                 "MaxEnt-GRPO": entry([0.9, 0.3, 0.5], [0, 1, 2]), "QD-GRPO": entry([0.9], [0])}
+    protocol = bench.Protocol(methods=("grpo", "maxent", "qd"), seeds=(0, 1, 2), all_seeds=True,
+                              priority=("maxent", "qd"))
+    rows = bench.confirmatory(collected, protocol)
+    assert list(rows) == ["MaxEnt-GRPO"]  # QD has no later seed yet
+    assert rows["MaxEnt-GRPO"]["seeds"] == 2 and rows["MaxEnt-GRPO"]["recovery"]["mean"] == pytest.approx(0.4)
+    assert rows["MaxEnt-GRPO"]["recovery_minus_grpo"]["mean"] == pytest.approx(0.2)
+    assert rows["MaxEnt-GRPO"]["recovery_minus_base"]["mean"] == pytest.approx(0.0)
+    assert bench.compare(collected)["MaxEnt-GRPO"]["recovery_minus_base"]["mean"] == pytest.approx(0.5 / 3 + 0.0)
 
 
 def test_rr_at_h_o_is_reported_per_tier_of_admissible_set_size() -> None:
@@ -259,3 +286,12 @@ def test_warm_start_checkpoints_and_resumes_from_its_newest_complete_checkpoint(
     assert command[command.index("--resume_from_checkpoint") + 1] == str(run / "checkpoint-8")
     assert command[command.index("--save_strategy") + 1] == "steps"
     assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] == 560.0  # both parts counted
+
+
+def test_resume_accepts_a_new_priority_but_not_a_new_budget() -> None:
+    recorded = json.loads(json.dumps(bench.V2.__dict__, default=list))
+    reordered = {**recorded, "priority": ["qd"]}
+    assert bench._results_settings(reordered) == bench._results_settings(recorded)
+    assert bench._results_settings({**recorded, "steps": 48}) != bench._results_settings(recorded)
+    before_the_field = {key: value for key, value in recorded.items() if key != "priority"}
+    assert bench._results_settings(before_the_field) == bench._results_settings(recorded)
