@@ -34,7 +34,8 @@ def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, cap
     progress = capsys.readouterr().out
     assert "[1/5] preparing" in progress and "[5/5] writing the report" in progress
     recovery = json.loads((out / "eval" / "recovery.json").read_text())
-    assert [m["label"] for m in recovery["models"]] == [str(tiny_qwen3), str(out / "grpo"), str(out / "ips")]
+    assert [m["label"] for m in recovery["models"]] == [f"{tiny_qwen3} (base)", "grpo", "ips"]
+    assert [m["model"] for m in recovery["models"]] == [str(tiny_qwen3), str(out / "grpo"), str(out / "ips")]
     assert all(len(m["curve"]["mean"]) == 2 for m in recovery["models"])
     report = (out / "report.md").read_text()
     assert report.count("\n| ") >= 3 + 2  # a row per model and per trained method

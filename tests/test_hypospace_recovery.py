@@ -385,6 +385,22 @@ def test_expand_models_keeps_plain_models(tmp_path: Path) -> None:
     assert expand_models([str(model), "org/name"]) == [(str(model), str(model)), ("org/name", "org/name")]
 
 
+def test_labels_name_models_and_their_checkpoints(tmp_path: Path) -> None:
+    model = _fake_model(tmp_path / "m")
+    _fake_model(tmp_path / "run" / "checkpoint-5")
+    assert expand_models([str(model), str(tmp_path / "run")], ["GRPO", "IPS"]) == [
+        ("GRPO", str(model)), ("IPS/checkpoint-5", str(tmp_path / "run" / "checkpoint-5"))]
+
+
+def test_a_label_count_that_does_not_match_the_models_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    argv = ["eval", "recovery", "--model", "org/a", "--model", "org/b", "--label", "A", *VOXEL_ARGS,
+            "--out", str(tmp_path / "eval")]
+    assert _run(argv, monkeypatch) == 2
+    assert "--label was given 1 time(s) for 2 --model(s)" in capsys.readouterr().err
+    assert not (tmp_path / "eval").exists()
+
+
 def test_recipe_eval_flags_follow_the_recipe_and_default_as_divrl_train_does() -> None:
     import dataclasses
 

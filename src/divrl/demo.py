@@ -149,7 +149,9 @@ def run_demo(args: argparse.Namespace) -> int:
         timings[f"train {method}"] = time.time() - t0
     _banner(total - 1, total, f"recovery evaluation of base + {', '.join(args.methods)}", start)
     t0 = time.time()
-    models = [arg for m in [args.model, *(str(out / m) for m in args.methods)] for arg in ("--model", m)]
+    models = [arg for label, model in [(f"{args.model} (base)", args.model),
+                                       *((method, str(out / method)) for method in args.methods)]
+              for arg in ("--model", model, "--label", label)]
     prompt_flags = recipe_eval_flags(yaml.safe_load((RECIPES / "grpo.yaml").read_text()))
     code = divrl(["eval", "recovery", *models, "--task", "hypospace-boolean", "--operators", BOOLEAN["operators"],
                   "--max-depth", str(BOOLEAN["max_depth"]), *prompt_flags, "--limit", str(args.instances),

@@ -62,6 +62,13 @@ def register(subparsers: Any) -> None:
         help="hub id, local path, embedded:NAME, "
         "LoRA adapter directory, or a run directory with checkpoint-*; repeat for several",
     )
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=None,
+        help="name shown for the --model at the same position in the table, plot and JSON (default: the model as "
+        "given; a run directory's checkpoints become LABEL/checkpoint-N); give one per --model or none",
+    )
     parser.add_argument("--task", required=True, choices=TASK_NAMES)
     add_task_arguments(parser)
     parser.add_argument("--split", choices=["train", "test", "all"], default="test")
@@ -96,17 +103,21 @@ def _checkpoint_step(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
-def expand_models(models: list[str]) -> list[tuple[str, str]]:
-    """(label, model) pairs; a directory that is not itself a model but holds checkpoint-* gives one each."""
+def expand_models(models: list[str], labels: list[str] | None = None) -> list[tuple[str, str]]:
+    """(label, model) pairs, labelled by `labels` (one per model) or by the models as given; a directory that is
+    not itself a model but holds checkpoint-* gives one pair each, `<label or directory name>/checkpoint-N`."""
+    if labels is not None and len(labels) != len(models):
+        raise ValueError(f"--label was given {len(labels)} time(s) for {len(models)} --model(s): give one label per "
+                         "model, in the same order, or none")
     expanded = []
-    for model in models:
+    for model, label in zip(models, labels or [None] * len(models), strict=True):
         path = Path(model).expanduser()
         is_model = (path / "config.json").is_file() or (path / "adapter_config.json").is_file()
         checkpoints = sorted(path.glob("checkpoint-*"), key=_checkpoint_step) if path.is_dir() else []
         if not is_model and checkpoints:
-            expanded += [(f"{path.name}/{c.name}", str(c)) for c in checkpoints if c.is_dir()]
+            expanded += [(f"{label or path.name}/{c.name}", str(c)) for c in checkpoints if c.is_dir()]
         else:
-            expanded.append((model, model))
+            expanded.append((label or model, model))
     return expanded
 
 
@@ -186,8 +197,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         samples = samples_per_instance(instances, args.samples_per_hypothesis)
         budget = f"ceil({args.samples_per_hypothesis:g} x |H_O|) = {min(samples)}..{max(samples)} samples"
+    models = expand_models(args.model, args.label)
     out = output_directory(args.out)
-    models = expand_models(args.model)
     for _, model in models:
         _check_model_exists(model)
     config = sampling.sampling_config_from_args(args, stop=(f"\n{END_MARKER}",), progress=False)
