@@ -288,21 +288,25 @@ SIGNALS = {"validity": "divrl/primary_reward", "task reward": "divrl/task_reward
            "entropy": "entropy", "completion length": "completions/mean_length",
            # what the completions would have carried into the loss without the stop at END (divrl.trainers.stopping)
            "length without stop": "divrl/stop/mean_length_unstopped",
-           # held-out recovery during training (RecoveryEvalCallback, every eval_steps; few instances and samples)
-           "held-out validity": "divrl/eval/validity"}
+           # held-out recovery during training (RecoveryEvalCallback, every eval_steps, from step 0; the CPU
+           # recipes' 4 test instances x 8 samples)
+           "held-out validity": "divrl/eval/validity", "held-out RR@8": "divrl/eval/recovery@8"}
+HELD_OUT = ("held-out validity", "held-out RR@8")  # logged every eval_steps, plotted at their steps
 
 
 def training_signals(run: Path) -> dict[str, Any]:
-    """Per-step collapse signals of one run, and its completed step count."""
+    """Per-step collapse signals of one run, the steps at which the held-out ones were logged, and its completed
+    step count."""
     from divrl.analysis.runs import load_log_history, metric_series
 
     try:
         history = load_log_history(run)
     except (FileNotFoundError, ValueError):
-        return {"steps": 0, "series": {}}
-    series = {name: [row[1] for row in metric_series(history, key)] for name, key in SIGNALS.items()}
+        return {"steps": 0, "series": {}, "held_out_steps": []}
+    rows = {name: metric_series(history, key) for name, key in SIGNALS.items()}
+    series = {name: [row[1] for row in values] for name, values in rows.items()}
     steps = max((row.get("step", 0) for row in history), default=0)
-    return {"steps": int(steps), "series": series}
+    return {"steps": int(steps), "series": series, "held_out_steps": [int(row[0]) for row in rows[HELD_OUT[0]]]}
 
 
 def _window_mean(values: list[float], first: bool) -> float:
@@ -417,17 +421,22 @@ def plot_training(methods: dict[str, dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = ["validity", "distinct valid / group", "entropy", "completion length"]
-    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.4))
+    names = ["validity", "distinct valid / group", "entropy", "completion length", *HELD_OUT]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    axes = axes.ravel()
     for label, method in methods.items():
         for ax, name in zip(axes, names, strict=True):
-            runs = [r["series"].get(name, []) for r in method["training"] if r["series"].get(name)]
+            runs = [r for r in method["training"] if r["series"].get(name)]
             if not runs:
                 continue
-            length = min(len(r) for r in runs)
-            ax.plot(np.arange(1, length + 1), np.mean([r[:length] for r in runs], axis=0), label=label)
+            length = min(len(r["series"][name]) for r in runs)
+            # held-out signals come every eval_steps from step 0 (the same steps in every seed); the rest per step
+            steps = (runs[0]["held_out_steps"][:length] if name in HELD_OUT and runs[0].get("held_out_steps")
+                     else np.arange(1, length + 1))
+            ax.plot(steps, np.mean([r["series"][name][:length] for r in runs], axis=0), label=label,
+                    marker="o" if name in HELD_OUT else None, markersize=3)
     for ax, name in zip(axes, names, strict=True):
-        ax.set(xlabel="training step", title=name)
+        ax.set(xlabel="training step", title=name + (" (4 test instances x 8)" if name in HELD_OUT else ""))
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
