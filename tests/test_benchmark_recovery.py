@@ -295,3 +295,14 @@ def test_resume_accepts_a_new_priority_but_not_a_new_budget() -> None:
     assert bench._results_settings({**recorded, "steps": 48}) != bench._results_settings(recorded)
     before_the_field = {key: value for key, value in recorded.items() if key != "priority"}
     assert bench._results_settings(before_the_field) == bench._results_settings(recorded)
+
+
+def test_training_signals_keep_the_steps_of_the_held_out_evaluations(tmp_path: Path) -> None:
+    history = [{"step": 0, "divrl/eval/validity": 0.3, "divrl/eval/recovery@8": 0.2}]
+    history += [{"step": step, "divrl/primary_reward": 0.1 * step} for step in range(1, 7)]
+    history += [{"step": 6, "divrl/eval/validity": 0.5, "divrl/eval/recovery@8": 0.1}]
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    signals = bench.training_signals(tmp_path)
+    assert signals["steps"] == 6 and signals["held_out_steps"] == [0, 6]
+    assert signals["series"]["held-out RR@8"] == [0.2, 0.1] and len(signals["series"]["validity"]) == 6
+    assert bench.training_signals(tmp_path / "missing") == {"steps": 0, "series": {}, "held_out_steps": []}
