@@ -286,6 +286,8 @@ def plan(protocol: Protocol) -> list[tuple[str, int]]:
 SIGNALS = {"validity": "divrl/primary_reward", "task reward": "divrl/task_reward",
            "distinct valid / group": "diversity/distinct_valid", "pairwise diversity": "diversity/pairwise",
            "entropy": "entropy", "completion length": "completions/mean_length",
+           # groups whose (shaped) rewards are all equal, so GRPO's advantages there are zero (DivRLTrainer)
+           "groups without signal": "divrl/groups_without_signal",
            # what the completions would have carried into the loss without the stop at END (divrl.trainers.stopping)
            "length without stop": "divrl/stop/mean_length_unstopped",
            # held-out recovery during training (RecoveryEvalCallback, every eval_steps, from step 0; the CPU
@@ -707,19 +709,24 @@ def markdown(data: dict[str, Any], stem: str) -> str:
                      f"{m['distinct_valid']['mean'][-1]:.2f} | {m['modal_share']:.2f} | "
                      f"{m['distinct_answers_overall']:.1f} | {'>= ' * m.get('wall_is_lower_bound', False)}"
                      f"{m['wall_seconds']:.0f} |")
-    lines += ["", "Training signatures, mean of the first -> last quarter of logged steps (seeds averaged). Validity "
+    lines += ["", "Training signatures, mean of the first -> last quarter of logged steps (seeds averaged over the "
+              "runs that logged the signal; '-': none did, the signal is newer than the runs). Validity "
               "and task reward (validity + the recipes' 0.2 format reward) are taken before IPS / QD / novelty "
-              "shaping, so they compare across methods:", "",
-              "| method | " + " | ".join(name.replace("group", "group (of 8)") for name in SIGNALS) + " |",
+              "shaping, so they compare across methods; groups without signal (all rewards of the group equal, so "
+              "no advantage) after it:", "",
+              "| method | " + " | ".join(name.replace("/ group", "/ group (of 8)") for name in SIGNALS) + " |",
               "|---|" + "---|" * len(SIGNALS)]
     for label, m in data["methods"].items():
         if not any(t["steps"] for t in m["training"]):  # nothing logged yet (a run that has just started)
             continue
         cells = []
         for name in SIGNALS:
-            runs = [t["series"].get(name, []) for t in m["training"]]
-            start = np.nanmean([_window_mean(r, True) for r in runs]) if any(runs) else math.nan
-            end = np.nanmean([_window_mean(r, False) for r in runs]) if any(runs) else math.nan
+            runs = [t["series"][name] for t in m["training"] if t["series"].get(name)]
+            if not runs:  # a signal its runs did not log (e.g. added to the trainer after they ran)
+                cells.append("-")
+                continue
+            start = np.mean([_window_mean(r, True) for r in runs])
+            end = np.mean([_window_mean(r, False) for r in runs])
             cells.append(f"{start:.2f} -> {end:.2f}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     if data["law_fits"]:

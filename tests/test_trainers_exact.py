@@ -442,6 +442,19 @@ def test_distinct_valid_outcomes_and_unshaped_rewards_are_logged_for_every_metho
         assert logged(history, "divrl/primary_reward") == pytest.approx([11 / 8])
 
 
+def test_groups_without_signal_count_equal_rewards_despite_fp32_residue(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from trainer_helpers import ToyTask
+
+    # group 1: eight completions of reward 1.2 (an fp32 group std of ~1e-7, not 0); group 2: rewards that differ
+    completions = ["aa", "aa", "aa", "aa", "bb", "bb", "cc", "dd"] + ["ee", "ff", "gg", "hh", "ii", "jj", "kk", "ll"]
+    reward = _reward_table({**dict.fromkeys(completions[:8], 1.2),
+                            **{text: float(i) for i, text in enumerate(completions[8:])}})
+    for method, expected in (({}, 0.5), ({"ips": True}, 0.0)):  # IPS rewards group 1's rarer outcomes more
+        trainer, _ = _train_scripted(tiny_qwen3, tmp_path / str(len(method)), [completions], reward,
+                                     task=ToyTask(), num_generations=8, **method)
+        assert logged(trainer.state.log_history, "divrl/groups_without_signal") == [expected]
+
+
 def test_unlikeliness_scales_rewards_by_likelihood_rank(tiny_qwen3: Path, tmp_path: Path) -> None:
     # "Rewarding the Unlikely": r * (1 - beta * rank / G), rank by mean per-token log-prob (0 = least likely).
     from transformers import AutoModelForCausalLM

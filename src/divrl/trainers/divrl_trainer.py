@@ -297,8 +297,21 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
                                     or self.args.unlikeliness_enabled or self.args.semantic_keys_enabled):
             rewards_per_func = self._shape_rewards(rewards_per_func, inputs, prompts, completions,
                                                    completion_ids_list)
+        if self.model.training:
+            self._log_groups_without_signal(rewards_per_func)
         self._global_rewards_per_func = rewards_per_func
         return rewards_per_func
+
+    def _log_groups_without_signal(self, rewards_per_func: torch.Tensor) -> None:
+        """Log `divrl/groups_without_signal`: the share of groups whose reward, summed as TRL sums it and after any
+        shaping, is the same for every completion (max - min within 1e-6 relative), so their advantages carry no
+        signal. TRL's `frac_reward_zero_std` tests the group std against 0 and misses such groups when the shared
+        reward is not exact in fp32 (eight rewards of 1.2 have an fp32 std of ~1e-7)."""
+        weights = self.reward_weights.to(rewards_per_func.device, rewards_per_func.dtype)
+        groups = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1).view(-1, self.num_generations)
+        spread = groups.amax(dim=1) - groups.amin(dim=1)
+        flat = spread <= 1e-6 * groups.abs().amax(dim=1).clamp(min=1.0)
+        self._metrics["train"]["divrl/groups_without_signal"].append(flat.float().mean().item())
 
     def _log_collapse_signals(self, inputs: list[dict], completions: list, rewards_per_func: torch.Tensor) -> None:
         """Log every step, for every method (the GRPO baseline too), on unshaped rewards: `diversity/pairwise`
