@@ -683,10 +683,10 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             "", f"All metrics at N = {p['samples']} samples (RR@N):", ""]
         if data.get("confirmatory"):
             lines[-4:-4] = [
-                f"Confirmatory: {', '.join(data['confirmatory'])} ran their later seeds before the other methods' "
-                f"because their seed {p['seeds'][0]} ended above the base model (chosen after every first seed had "
-                "run); since that seed chose them, here they are on their later seeds alone, paired with GRPO's "
-                "runs of the same seeds and with the base model:", "",
+                f"Confirmatory: {' and '.join(METHODS[m] for m in p['priority'])} run their later seeds before the "
+                f"other methods' because their seed {p['seeds'][0]} ended above the base model (chosen after every "
+                "first seed had run); since that seed chose them, here they are on their later seeds alone, paired "
+                "with GRPO's runs of the same seeds and with the base model:", "",
                 *HEADLINE_HEADER,
                 *(_headline_row(label, m) for label, m in data["confirmatory"].items()), ""]
         tiered = [(label, m["recovery_at_n_admissible_by_tier"]) for label, m in headline]

@@ -158,6 +158,9 @@ def test_rr_at_h_o_and_differences_to_the_base_model_are_paired() -> None:
 def test_confirmatory_rows_leave_out_the_seed_that_chose_a_priority_method() -> None:
     def entry(values: list[float], seeds: list[int]) -> dict:
         evals = [_eval({"i": ([v], 5), "j": ([v], 5)}) for v in values]
+        for evaluation, value in zip(evals, values, strict=True):
+            for instance in evaluation["instances"]:
+                instance["recovery_at_n_admissible"] = value
         return {"evals": evals, "eval_seeds": seeds, "training": [], "runs": [], "wall_seconds": 0}
 
     # MaxEnt's seed 0 (0.9) chose it; on seeds 1 and 2 it is 0.3 and 0.5, GRPO's are 0.2 and 0.2
@@ -171,6 +174,13 @@ def test_confirmatory_rows_leave_out_the_seed_that_chose_a_priority_method() -> 
     assert rows["MaxEnt-GRPO"]["recovery_minus_grpo"]["mean"] == pytest.approx(0.2)
     assert rows["MaxEnt-GRPO"]["recovery_minus_base"]["mean"] == pytest.approx(0.0)
     assert bench.compare(collected)["MaxEnt-GRPO"]["recovery_minus_base"]["mean"] == pytest.approx(0.5 / 3 + 0.0)
+    text = bench.markdown({"protocol": {"model": "m", "task": "t", "params": {}, "steps": 1, "learning_rate": 1e-5,
+                                        "samples": 16, "seeds": [0, 1, 2], "max_new_tokens": 24, "methods": [],
+                                        "priority": ["maxent", "qd"]},
+                           "machine": {"cpu": "c", "cores": 2}, "date": "d", "complete": False,
+                           "methods": bench.compare(collected), "confirmatory": rows, "law_fits": []}, "x")
+    confirmatory = text[text.index("Confirmatory: MaxEnt-GRPO and QD-GRPO run their later seeds"):]
+    assert confirmatory.split("\n\n")[1].splitlines()[-1].startswith("| MaxEnt-GRPO | 2 | 0.400 [")
 
 
 def test_rr_at_h_o_is_reported_per_tier_of_admissible_set_size() -> None:
