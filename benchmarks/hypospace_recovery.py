@@ -134,7 +134,7 @@ V1 = Protocol(methods=V1_METHODS)
 # Methods in the order their first seed runs: the diagnosed failure's candidates (IPS, the count bonus, the
 # mass-covering divergences) first. Priority, set after every first seed had run (2026-11-24): MaxEnt and the count
 # bonus, the two whose seed 0 ended above the base model, take their seeds 1 and 2 before the others'; seed 0 chose
-# them, so the report tests them on those later seeds alone as well (see `confirmatory_rows`).
+# them, so the report tests them on those later seeds alone as well (see `confirmatory`).
 V2 = Protocol(methods=("grpo", "ips", "count", "fkl", "js", "qd", "maxent", "flowrl", "pop-ips-qd"), seeds=(0, 1, 2),
               steps=24, learning_rate=5e-5, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4,
               priority=("maxent", "count"))
