@@ -307,8 +307,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         shaping, is the same for every completion (max - min within 1e-6 relative), so their advantages carry no
         signal. TRL's `frac_reward_zero_std` tests the group std against 0 and misses such groups when the shared
         reward is not exact in fp32 (eight rewards of 1.2 have an fp32 std of ~1e-7)."""
-        weights = self.reward_weights.to(rewards_per_func.device, rewards_per_func.dtype)
-        groups = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1).view(-1, self.num_generations)
+        groups = self._summed_rewards(rewards_per_func).view(-1, self.num_generations)
         spread = groups.amax(dim=1) - groups.amin(dim=1)
         flat = spread <= 1e-6 * groups.abs().amax(dim=1).clamp(min=1.0)
         self._metrics["train"]["divrl/groups_without_signal"].append(flat.float().mean().item())
@@ -345,6 +344,10 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             groups = [keys[i : i + self.num_generations] for i in range(0, len(keys), self.num_generations)]
             metrics["diversity/distinct_valid"].append(sum(map(distinct_outcomes, groups)) / len(groups))
             metrics["diversity/vendi_valid"].append(sum(map(vendi_score_of_keys, groups)) / len(groups))
+
+    def _summed_rewards(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
+        """Each row's reward as TRL sums it for the advantages: every column weighted, NaN counted as 0."""
+        return (rewards_per_func * self.reward_weights.to(rewards_per_func.device)).nansum(dim=1)
 
     def _weighted_task_reward(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
         """Weighted sum of the task's reward columns as TRL sums them; NaN where every column is NaN."""
@@ -517,8 +520,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     def _replace_advantages(self, output: dict[str, Any]) -> None:
         """Replace this process's advantages by length-conditional or pass@k ones computed on the global batch."""
         group = self.num_generations if self.model.training else self.num_generations_eval
-        rewards = (self._global_rewards_per_func * self.reward_weights.to(self._global_rewards_per_func.device)
-                   ).nansum(dim=1)
+        rewards = self._summed_rewards(self._global_rewards_per_func)
         unscorable = torch.isnan(self._global_rewards_per_func).all(dim=1)
         # Unscorable rows take their group's mean (no pull on the bin statistics) and get advantage 0, as in TRL.
         rewards = rewards.masked_fill(unscorable, math.nan)
