@@ -282,7 +282,8 @@ def test_warm_start_checkpoints_and_resumes_from_its_newest_complete_checkpoint(
                                                                               tmp_path: Path) -> None:
     commands: list[list[str]] = []
     monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
-    clock = iter([1000.0, 1060.0])  # the resumed part starts and ends
+    before_stop, resumed_start, resumed_end = 500.0, 1000.0, 1060.0  # recorded seconds; a fake clock's readings
+    clock = iter([resumed_start, resumed_end])
     monkeypatch.setattr(bench.time, "time", lambda: next(clock))
     protocol = bench.V2_VOXEL
     run = tmp_path / "sft" / "seed1"
@@ -290,12 +291,13 @@ def test_warm_start_checkpoints_and_resumes_from_its_newest_complete_checkpoint(
         (run / f"checkpoint-{step}").mkdir(parents=True)
         if complete:
             (run / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
-    (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": 500.0}))  # before the stop
+    (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": before_stop}))
     assert bench.warm_start(protocol, 1, tmp_path, tmp_path / "log.txt") == run / "merged"
     (command,) = commands
     assert command[command.index("--resume_from_checkpoint") + 1] == str(run / "checkpoint-8")
     assert command[command.index("--save_strategy") + 1] == "steps"
-    assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] == 560.0  # both parts counted
+    recorded = json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"]
+    assert recorded == before_stop + (resumed_end - resumed_start)  # both parts counted, read off the fake clock
 
 
 def test_resume_accepts_a_new_priority_but_not_a_new_budget() -> None:
