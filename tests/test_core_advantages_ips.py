@@ -6,12 +6,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from divrl.core import (
+    flat_groups,
     group_advantages,
     group_outcome_frequencies,
     ips_scale,
     ips_scale_exact,
     length_bins,
     length_conditional_advantages,
+    without_flat_groups,
 )
 from divrl.core.ips import distinct_outcomes_per_group
 
@@ -40,6 +42,32 @@ def test_group_advantages_sum_to_zero_per_group(values, group_size):
     rewards = torch.tensor(values * group_size)  # length divisible by group_size
     adv = group_advantages(rewards, group_size, "none").view(-1, group_size)
     assert torch.allclose(adv.sum(dim=1), torch.zeros(adv.shape[0]), atol=1e-4)
+
+
+def test_fp32_normalisation_of_a_shared_reward_leaves_a_residue_that_flat_groups_remove():
+    rewards = torch.tensor([1.2] * 8 + [0.2] * 8 + [1.0] * 8 + [1.2] * 7 + [0.2], dtype=torch.float32)
+    advantages = group_advantages(rewards, 8)
+    assert advantages[:8].abs().min() > 1e-4  # the residue: every row of the all-1.2 group is pushed, same sign
+    assert flat_groups(rewards, 8).tolist() == [True, True, True, False]
+    cleaned = without_flat_groups(advantages, rewards, 8)
+    assert torch.equal(cleaned[:24], torch.zeros(24)) and torch.equal(cleaned[24:], advantages[24:])
+
+
+def test_flat_groups_tolerance_is_relative_to_the_reward_scale_and_nan_is_never_flat():
+    assert flat_groups([1000.0, 1000.0005], 2).tolist() == [True]  # 5e-4 apart: within 1e-6 of 1000
+    assert flat_groups([1.0, 1.0001], 2).tolist() == [False]
+    assert flat_groups([1.0, 1.0001], 2, rtol=1e-3).tolist() == [True]
+    assert flat_groups([float("nan"), float("nan")], 2).tolist() == [False]
+    assert flat_groups([3.0], 1).tolist() == [True]  # a group of one has no spread
+
+
+def test_flat_group_helpers_name_bad_input():
+    with pytest.raises(ValueError, match="rtol"):
+        flat_groups([1.0, 1.0], 2, rtol=-1.0)
+    with pytest.raises(ValueError, match="group_size=3"):
+        flat_groups([1.0, 1.0], 3)
+    with pytest.raises(ValueError, match="advantages shape"):
+        without_flat_groups(torch.zeros(3), [1.0, 1.0], 2)
 
 
 def test_length_bins_split_each_group_by_rank():

@@ -163,6 +163,22 @@ def test_unlikely_spreads_an_equal_reward_bandit_over_every_rewarded_arm():
     assert final["unlikely"]["l1_to_target"][:, -10:].mean() < 0.1
 
 
+def test_fp32_residue_of_a_shared_reward_sharpens_grpo_unless_flat_groups_get_zero():
+    # Every arm pays 1.2: no group carries signal, but fp32 normalisation gives each sampled arm advantage ~+1e-3,
+    # and Adam turns that into a steady push toward the arms sampled most (1.0 is exact in fp32: no drift).
+    start = [1.0, 0.0, 0.0, 0.0]
+    modal = {}
+    for reward, zero in ((1.0, False), (1.2, False), (1.2, True)):
+        env = make_bandit([reward] * 4, initial_logits=start)
+        cfg = TrainConfig(steps=300, group_size=8, lr=0.05, zero_flat_groups=zero)
+        curves = train(env, "grpo", cfg, [0, 1]).curves  # two seeds: the drift's size varies with the draws
+        modal[reward, zero] = (curves["max_outcome_prob"][:, 0].mean().item(),
+                               curves["max_outcome_prob"][:, -1].mean().item())
+    assert modal[1.0, False][1] == modal[1.0, False][0]
+    assert modal[1.2, False][1] > modal[1.2, False][0] + 0.1
+    assert modal[1.2, True][1] == modal[1.2, True][0]
+
+
 def test_passk_advantages_and_pass_at_k_metric():
     trainer = Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk_k=2), [0])
     shaped = torch.tensor([[1.0, 2.0, 3.0, 4.0]])

@@ -455,6 +455,20 @@ def test_groups_without_signal_count_equal_rewards_despite_fp32_residue(tiny_qwe
         assert logged(trainer.state.log_history, "divrl/groups_without_signal") == [expected]
 
 
+def test_zero_flat_groups_gives_a_flat_group_advantage_exactly_zero(tiny_qwen3: Path, tmp_path: Path) -> None:
+    completions = ["aa"] * 8 + ["bb", "cc", "dd", "ee", "ff", "gg", "hh", "ii"]
+    reward = _reward_table({"aa": 1.2, **{text: float(i) for i, text in enumerate(completions[8:])}})
+    runs = {}
+    for zero in (False, True):
+        trainer, steps = _train_scripted(tiny_qwen3, tmp_path / str(zero), [completions], reward, num_generations=8,
+                                         zero_flat_groups=zero)
+        runs[zero] = (steps[0]["advantages"], sorted(trainer._buffered_inputs[0]["advantages"].tolist()))
+    (logged_off, _), (logged_on, trained_on) = runs[False], runs[True]
+    assert min(logged_off[:8]) > 1e-4  # TRL's fp32 residue on the all-1.2 group, same sign for every row
+    assert logged_on[:8] == [0.0] * 8 and logged_on[8:] == logged_off[8:]
+    assert sorted([0.0] * 8 + logged_off[8:]) == pytest.approx(trained_on, abs=1e-6)  # what the loss used
+
+
 def test_unlikeliness_scales_rewards_by_likelihood_rank(tiny_qwen3: Path, tmp_path: Path) -> None:
     # "Rewarding the Unlikely": r * (1 - beta * rank / G), rank by mean per-token log-prob (0 = least likely).
     from transformers import AutoModelForCausalLM

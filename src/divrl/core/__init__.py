@@ -1,6 +1,12 @@
 """Core diversity algorithms as small pure functions and classes; trainers and the toy backend both call them."""
 
-from divrl.core.advantages import group_advantages, length_bins, length_conditional_advantages
+from divrl.core.advantages import (
+    flat_groups,
+    group_advantages,
+    length_bins,
+    length_conditional_advantages,
+    without_flat_groups,
+)
 from divrl.core.archive import AddStatus, ArchiveStats, GridArchive, archive_bonus
 from divrl.core.counts import COUNT_SCOPES, OutcomeCounts
 from divrl.core.covariance import clip_cov_selection, kl_cov_selection, ppo_clipped, token_covariance
@@ -57,6 +63,7 @@ __all__ = [
     "distinct_outcomes",
     "empirical_distribution",
     "exact_divergence",
+    "flat_groups",
     "group_advantages",
     "group_outcome_frequencies",
     "hashed_ngram_embedding",
@@ -85,4 +92,5 @@ __all__ = [
     "vendi_score_of_embeddings",
     "vendi_score_of_keys",
     "truncated_importance_weights",
+    "without_flat_groups",
 ]

@@ -34,6 +34,28 @@ def group_advantages(
     raise ValueError(f"scale must be one of 'group', 'batch', 'none'; got {scale!r}")
 
 
+def flat_groups(rewards: torch.Tensor | Sequence[float], group_size: int, rtol: float = 1e-6) -> torch.Tensor:
+    """Boolean mask (one entry per group) of the groups whose rewards are all equal: max - min within `rtol` of
+    the largest |reward| (at least 1). Such a group carries no signal, yet fp32 normalisation does not give it
+    advantage 0: eight rewards of 1.2 have a mean one ulp off and a std of ~1e-7, so (r - mean) / (std + 1e-4)
+    is ~1e-3 for every completion (TRL's `isclose(std, 0)` misses it too). A group holding a NaN is not flat."""
+    rewards = as_float_tensor(rewards, "rewards")
+    grouped = rewards.view(check_groups(rewards.numel(), group_size), group_size)
+    if rtol < 0:
+        raise ValueError(f"rtol must be >= 0, got {rtol}")
+    spread = grouped.amax(dim=1) - grouped.amin(dim=1)
+    return spread <= rtol * grouped.abs().amax(dim=1).clamp(min=1.0)
+
+
+def without_flat_groups(advantages: torch.Tensor, rewards: torch.Tensor | Sequence[float], group_size: int,
+                        rtol: float = 1e-6) -> torch.Tensor:
+    """`advantages` with every row of a flat group (see `flat_groups`) set to exactly 0."""
+    flat = flat_groups(rewards, group_size, rtol).repeat_interleave(group_size)
+    if flat.shape != advantages.shape:
+        raise ValueError(f"advantages shape {tuple(advantages.shape)} != rewards shape {tuple(flat.shape)}")
+    return advantages.masked_fill(flat.to(advantages.device), 0.0)
+
+
 def length_bins(lengths: torch.Tensor | Sequence[float], group_size: int, num_bins: int) -> torch.Tensor:
     """Bin index in [0, num_bins) of each item by its length percentile inside its group (seed 000: "bins by
     complexity percentile").

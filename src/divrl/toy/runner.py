@@ -56,6 +56,7 @@ from divrl.core import (
     token_covariance,
     trajectory_balance_loss,
     unlikeliness_factors,
+    without_flat_groups,
 )
 from divrl.core.ips import distinct_outcomes_per_group
 from divrl.toy.cli import TRAIN_OPTIONS
@@ -84,6 +85,7 @@ class TrainConfig:
     updates_per_batch: int = 1  # clipped gradient steps on each sampled batch (PPO/GRPO "mu")
     clip: float = 0.2  # PPO ratio clip; flowrl: clip of its sequence-level importance weight (FlowRL's 0.2)
     adv_scale: str = "group"  # group_advantages scaling: group std, batch std or none
+    zero_flat_groups: bool = False  # advantage exactly 0 for groups of equal rewards (no fp32 residue)
     kl_coef: float = 0.0  # reverse-KL (k3) weight toward the initial policy
     dph_coef: float = 0.1  # forward-KL / JS weight for fkl / js (DPH-RL)
     reference_samples: int = 256  # samples per member drawn once from the initial policy for fkl / js
@@ -311,6 +313,8 @@ class Trainer:
                                                  cfg.group_size, cfg.length_bins)
         else:
             flat = group_advantages(shaped.flatten(), cfg.group_size, cfg.adv_scale)
+        if cfg.zero_flat_groups:
+            flat = without_flat_groups(flat, shaped.flatten(), cfg.group_size)
         return flat.view_as(shaped)
 
     def _per_member_mean(self, token_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

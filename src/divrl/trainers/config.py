@@ -170,6 +170,14 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "Rehearsal completions per micro-batch and process (one extra policy forward over them per step; "
         "divrl choice). Default 4."))
 
+    # --- Groups without signal (divrl) ---
+    zero_flat_groups: bool = field(default=False, metadata=_help(
+        "Give every completion of a group whose summed (post-shaping) reward is the same for all of them advantage "
+        "exactly 0 (`core.flat_groups`: max - min within 1e-6 relative). Without it, TRL's fp32 normalisation "
+        "leaves such a group a same-signed residue (eight rewards of 1.2: +1.2e-3 each), a small push toward "
+        "whatever was sampled on every step where all completions are equally good. divrl choice; off by default so "
+        "that runs match GRPOConfig's. Default False."))
+
     # --- Where a completion ends (divrl) ---
     stop_strings: list[str] | None = field(default=None, metadata=_help(
         "Strings that end a completion, as EOS does: generation stops at the first one (transformers "

@@ -46,6 +46,7 @@ from divrl.core import (
     archive_bonus,
     clip_cov_selection,
     distinct_outcomes,
+    flat_groups,
     hashed_ngram_embedding,
     ips_scale,
     kl_cov_selection,
@@ -305,11 +306,9 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     def _log_groups_without_signal(self, rewards_per_func: torch.Tensor) -> None:
         """Log `divrl/groups_without_signal`: the share of groups whose reward, summed as TRL sums it and after any
         shaping, is the same for every completion (max - min within 1e-6 relative), so their advantages carry no
-        signal. TRL's `frac_reward_zero_std` tests the group std against 0 and misses such groups when the shared
-        reward is not exact in fp32 (eight rewards of 1.2 have an fp32 std of ~1e-7)."""
-        groups = self._summed_rewards(rewards_per_func).view(-1, self.num_generations)
-        spread = groups.amax(dim=1) - groups.amin(dim=1)
-        flat = spread <= 1e-6 * groups.abs().amax(dim=1).clamp(min=1.0)
+        signal (`core.flat_groups`). TRL's `frac_reward_zero_std` tests the group std against 0 and misses such
+        groups when the shared reward is not exact in fp32 (eight rewards of 1.2 have an fp32 std of ~1e-7)."""
+        flat = flat_groups(self._summed_rewards(rewards_per_func).cpu(), self.num_generations)
         self._metrics["train"]["divrl/groups_without_signal"].append(flat.float().mean().item())
 
     def _log_collapse_signals(self, inputs: list[dict], completions: list, rewards_per_func: torch.Tensor) -> None:
@@ -513,6 +512,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         output = super()._generate_and_score_completions(inputs)
         if self.args.length_bins_enabled or (self.args.passk_enabled and self.model.training):
             self._replace_advantages(output)
+        if self.args.zero_flat_groups and self.model.training:
+            self._zero_flat_groups(output)
         if self._needs_reference_logps() and "ref_per_token_logps" not in output:
             output["ref_per_token_logps"] = self._reference_logps(output)
         return output
@@ -539,6 +540,19 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         for _ in range(min(len(advantages), len(logged))):
             logged.pop()
         logged.extend(advantages.tolist())
+
+    def _zero_flat_groups(self, output: dict[str, Any]) -> None:
+        """Set this process's advantages of flat groups (every summed reward equal) to exactly 0, in the logged
+        advantages too (DivRLConfig.zero_flat_groups; training batches)."""
+        rewards = self._summed_rewards(self._global_rewards_per_func).cpu()
+        flat = flat_groups(rewards, self.num_generations).repeat_interleave(self.num_generations)
+        local = output["advantages"].shape[0]
+        start = self.accelerator.process_index * local
+        output["advantages"] = output["advantages"].masked_fill(flat[start : start + local].to(
+            output["advantages"].device), 0.0)
+        logged = self._logs["advantages"]  # the global batch's advantages, appended last
+        for offset in flat.nonzero().flatten().tolist():
+            logged[len(logged) - len(flat) + offset] = 0.0
 
     @torch.no_grad()
     def _reference_logps(self, output: dict[str, Any]) -> torch.Tensor:
