@@ -164,10 +164,11 @@ def _meta(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _add_train_seconds(meta_path: Path, start: float) -> None:
-    """Add the seconds since `start` to the run's recorded training time (a resumed run adds its part)."""
+def _add_train_seconds(meta_path: Path, start: float, resumed: bool) -> None:
+    """Record the seconds since `start` as the run's training time; a resumed run adds its part to the time
+    recorded before, a run trained from scratch (e.g. again, on a machine without its weights) replaces it."""
     meta = _meta(meta_path)
-    meta["train_seconds"] = meta.get("train_seconds", 0.0) + time.time() - start
+    meta["train_seconds"] = (meta.get("train_seconds", 0.0) if resumed else 0.0) + time.time() - start
     meta_path.write_text(json.dumps(meta))
 
 
@@ -184,13 +185,21 @@ _WARM_START = threading.Lock()  # parallel units of one seed share its SFT model
 
 
 def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
-    """`divrl sft` of one seed on the task's train split (recipes/sft); return its merged model directory."""
+    """`divrl sft` of one seed on the task's train split (recipes/sft); return its merged model directory.
+
+    The finished adapter is committed with the evidence (the merged weights are not), so a later session re-merges
+    it in seconds instead of retraining the warm start that earlier units started from."""
     setting = TASKS[protocol.task]
     run = state / "sft" / f"seed{seed}"
     merged = run / "merged"
     with _WARM_START:
-        if (merged / "config.json").is_file():
+        if any(merged.glob("*.safetensors")):
             return merged
+        if (run / "trainer_state.json").is_file() and (run / "adapter_model.safetensors").is_file():
+            print(f"  supervised warm start, seed {seed}: merging its saved adapter", flush=True)
+            from divrl.sft import merge_adapter
+
+            return merge_adapter(run, merged)
         checkpoint = _resumable_checkpoint(run, ("trainer_state.json",)) if run.is_dir() else None  # SFTTrainer
         resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
         print(f"  supervised warm start, seed {seed}" + (f", resuming from {checkpoint.name}" if checkpoint else ""),
@@ -201,7 +210,7 @@ def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
                 "--model_name_or_path", MODEL, "--seed", str(seed), "--sample_seed", str(seed),
                 "--save_strategy", "steps", "--save_steps", str(protocol.save_steps), "--save_total_limit", "2",
                 "--output_dir", str(run), *resume], log)
-        _add_train_seconds(run / "divrl_benchmark.json", start)
+        _add_train_seconds(run / "divrl_benchmark.json", start, resumed=checkpoint is not None)
     return merged
 
 
@@ -229,7 +238,7 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
             "--learning_rate", str(protocol.learning_rate), "--max_completion_length", str(setting.max_new_tokens),
             "--logging_steps", "1", "--save_strategy", "steps", "--save_steps", str(protocol.save_steps),
             "--save_total_limit", "2", "--output_dir", str(run), *resume, *protocol.extra_train_args], log)
-    _add_train_seconds(run / "divrl_benchmark.json", start)
+    _add_train_seconds(run / "divrl_benchmark.json", start, resumed=checkpoint is not None)
     return run
 
 

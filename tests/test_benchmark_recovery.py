@@ -300,6 +300,40 @@ def test_warm_start_checkpoints_and_resumes_from_its_newest_complete_checkpoint(
     assert recorded == before_stop + (resumed_end - resumed_start)  # both parts counted, read off the fake clock
 
 
+def test_a_committed_warm_start_is_re_merged_from_its_adapter_not_retrained(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    import divrl.sft
+
+    commands: list[list[str]] = []
+    merged_from: list[Path] = []
+    monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
+    monkeypatch.setattr(divrl.sft, "merge_adapter", lambda run, out: merged_from.append(run) or out)
+    run = tmp_path / "sft" / "seed0"
+    (run / "merged").mkdir(parents=True)
+    (run / "merged" / "config.json").write_text("{}")  # what git holds of the merged model: no weights
+    (run / "trainer_state.json").write_text("{}")
+    (run / "adapter_model.safetensors").write_bytes(b"")
+    assert bench.warm_start(bench.V2_VOXEL, 0, tmp_path, tmp_path / "log.txt") == run / "merged"
+    assert merged_from == [run] and commands == []
+
+
+def test_a_warm_start_without_adapter_or_checkpoint_is_retrained_and_timed_afresh(monkeypatch: pytest.MonkeyPatch,
+                                                                                  tmp_path: Path) -> None:
+    commands: list[list[str]] = []
+    monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
+    clock = iter([1000.0, 1060.0])
+    monkeypatch.setattr(bench.time, "time", lambda: next(clock))
+    run = tmp_path / "sft" / "seed0"
+    (run / "merged").mkdir(parents=True)
+    (run / "merged" / "config.json").write_text("{}")
+    (run / "trainer_state.json").write_text("{}")  # finished on another machine, whose weights are gone
+    (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": 2090.0}))
+    bench.warm_start(bench.V2_VOXEL, 0, tmp_path, tmp_path / "log.txt")
+    (command,) = commands
+    assert "--resume_from_checkpoint" not in command
+    assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] == 60.0  # this training only
+
+
 def test_resume_accepts_a_new_priority_but_not_a_new_budget() -> None:
     recorded = json.loads(json.dumps(bench.V2.__dict__, default=list))
     reordered = {**recorded, "priority": ["qd"]}

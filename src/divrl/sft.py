@@ -120,16 +120,23 @@ def labelled_positions_only() -> Iterator[None]:
 def save_merged(trainer: Any, out: Path) -> Path:
     """Merge the trained LoRA adapter into a fresh unquantized copy of the base and save it (with the tokenizer)
     as a full checkpoint; the trainer's own model is left as it is."""
-    from peft import PeftModel
+    return merge_adapter(Path(trainer.args.output_dir), out, dtype=trainer.model.dtype,
+                         tokenizer=trainer.processing_class)
+
+
+def merge_adapter(adapter_dir: Path, out: Path, dtype: Any = "auto", tokenizer: Any = None) -> Path:
+    """Merge the LoRA adapter saved in `adapter_dir` into an unquantized copy of its base model and save the
+    result, with `tokenizer` (default: the base's), as a full checkpoint in `out`; this also re-merges a saved
+    adapter on a machine that lacks the merged weights."""
+    from peft import PeftConfig, PeftModel
 
     from divrl.models import load_model_and_tokenizer
 
-    adapter_dir = Path(trainer.args.output_dir)
-    base = trainer.model.peft_config["default"].base_model_name_or_path
-    model, _ = load_model_and_tokenizer(base, quantize="none", dtype=trainer.model.dtype, cpu=True)
+    base = PeftConfig.from_pretrained(str(adapter_dir)).base_model_name_or_path
+    model, base_tokenizer = load_model_and_tokenizer(base, quantize="none", dtype=dtype, cpu=True)
     merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     merged.save_pretrained(out)
-    trainer.processing_class.save_pretrained(out)
+    (tokenizer or base_tokenizer).save_pretrained(out)
     return out
 
 
