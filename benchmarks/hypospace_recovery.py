@@ -97,7 +97,9 @@ TASKS = {
 # Recipe name -> label; "pop-ips-qd" is the recipes' best composition (population soup of IPS + QD policies).
 METHODS = {"grpo": "GRPO", "ips": "IPS-GRPO", "qd": "QD-GRPO", "maxent": "MaxEnt-GRPO", "fkl": "forward-KL",
            "js": "JS", "pop": "population soup", "pop-ips-qd": "pop + IPS + QD",
-           "flowrl": "FlowRL", "count": "count bonus"}
+           "flowrl": "FlowRL", "count": "count bonus",
+           # ablation arms: RECIPE+FIELD trains RECIPE with the boolean DivRLConfig field FIELD switched on
+           "grpo+zero_flat_groups": "GRPO, flat groups 0"}
 MULTI_SEED = ("grpo", "ips")
 SFT_LABEL = "SFT only"
 BASE_LABEL = "base model"
@@ -141,7 +143,10 @@ V2 = Protocol(methods=("grpo", "ips", "count", "fkl", "js", "qd", "maxent", "flo
 # Evidence v2 on voxels (issue 13's second domain): the base model almost never writes a valid structure, so every
 # seed starts from `divrl sft` (zero-shot prompts); v2's budget; 32 samples per test instance, since the order-free
 # RR@|H_O| needs N >= |H_O| and the largest voxel tier has 27 admissible structures.
-V2_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", "count"), seeds=(0, 1, 2), steps=24, learning_rate=5e-5,
+# Ablation arm added 2026-11-25: GRPO with flat groups' advantage exactly 0 (`zero_flat_groups`), to tell TRL's fp32
+# residue from the few real gradient steps as the cause of GRPO's loss of coverage on voxels.
+V2_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", "count", "grpo+zero_flat_groups"), seeds=(0, 1, 2),
+                    steps=24, learning_rate=5e-5,
                     samples=32, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4, sft=True)
 PROTOCOLS = {"v1": V1, "v2": V2, "v2-voxel": V2_VOXEL, "quick": QUICK}
 
@@ -217,6 +222,7 @@ def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
 def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) -> Path:
     """Train (or resume) one method and seed with its CPU recipe; return the run directory."""
     setting = TASKS[protocol.task]
+    recipe, *switches = method.split("+")
     run = state / "runs" / f"{method}-seed{seed}"
     if (run / "trainer_state.json").is_file():  # `divrl train` writes it last, after the final model
         return run
@@ -233,7 +239,8 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     if protocol.sft:
         model = str(warm_start(protocol, seed, state, log))
         budget += ["--n_exemplars", "0"]
-    _divrl(["train", str(RECIPES / setting.task / f"{method}.yaml"), *setting.train_args, *budget,
+    budget += [arg for switch in switches for arg in (f"--{switch}", "true")]
+    _divrl(["train", str(RECIPES / setting.task / f"{recipe}.yaml"), *setting.train_args, *budget,
             "--model_name_or_path", model, "--max_steps", str(protocol.steps), "--seed", str(seed),
             "--learning_rate", str(protocol.learning_rate), "--max_completion_length", str(setting.max_new_tokens),
             "--logging_steps", "1", "--save_strategy", "steps", "--save_steps", str(protocol.save_steps),
@@ -265,8 +272,15 @@ def load_evaluation(state: Path, label: str) -> dict[str, Any]:
 
 
 def _results_settings(recorded: dict[str, Any]) -> dict[str, Any]:
-    """A recorded protocol less the fields that only order its units: a resumed run may change those."""
-    return {key: value for key, value in recorded.items() if key != "priority"}
+    """A recorded protocol less the fields a resumed run may change: the unit order (`priority`) and the methods
+    (`resumable` checks that none was dropped: an added arm leaves the finished units' meaning as it was)."""
+    return {key: value for key, value in recorded.items() if key not in ("priority", "methods")}
+
+
+def resumable(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether a campaign recorded with `recorded` settings may continue under `current` ones."""
+    return (_results_settings(recorded) == _results_settings(current)
+            and set(recorded.get("methods", ())) <= set(current.get("methods", ())))
 
 
 def plan(protocol: Protocol) -> list[tuple[str, int]]:
@@ -798,17 +812,25 @@ def unit_done(state: Path, unit: tuple[str, int] | None) -> bool:
     return (state / "eval" / unit_label(unit) / "recovery.json").is_file()
 
 
-def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None, workers: int = 1
-        ) -> dict[str, Any]:
-    """Do every unfinished unit in plan order, `workers` at a time (each with its share of the cores' torch
-    threads), rewriting the results after each; start none after the time budget. One worker logs to
-    state/log.txt, several to state/logs/<unit>.txt."""
+def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None, workers: int = 1,
+        only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Do every unfinished unit in plan order (only those labelled in `only`, when given), `workers` at a time
+    (each with its share of the cores' torch threads), rewriting the results after each; start none after the time
+    budget. One worker of the whole plan logs to state/log.txt; several, or a chosen subset (which may run beside
+    the campaign), to state/logs/<unit>.txt."""
     start = time.time()
     units = all_units(protocol)
-    pending = iter([(number, unit) for number, unit in enumerate(units, start=1) if not unit_done(state, unit)])
+    unknown = set(only) - {unit_label(unit) for unit in units}
+    if unknown:
+        raise SystemExit(f"--units {' '.join(sorted(unknown))}: not in this protocol's plan; its units are "
+                         + ", ".join(unit_label(unit) for unit in units))
+    pending = iter([(number, unit) for number, unit in enumerate(units, start=1)
+                    if not unit_done(state, unit) and (not only or unit_label(unit) in only)])
+    separate_logs = workers > 1 or bool(only)
+    if separate_logs:
+        (state / "logs").mkdir(parents=True, exist_ok=True)
     if workers > 1:
         os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))  # the subprocesses' torch
-        (state / "logs").mkdir(parents=True, exist_ok=True)
     lock, stop = threading.Lock(), threading.Event()
 
     def worker() -> None:
@@ -822,7 +844,7 @@ def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None
                     stop.set()
                     return
                 print(f"[{number}/{len(units)}] {unit_label(unit)}  (elapsed {time.time() - start:.0f} s)", flush=True)
-            log = state / "log.txt" if workers == 1 else state / "logs" / f"{unit_label(unit)}.txt"
+            log = state / "logs" / f"{unit_label(unit)}.txt" if separate_logs else state / "log.txt"
             try:
                 run_unit(protocol, unit, state, log)
             except BaseException:
@@ -834,7 +856,7 @@ def run(protocol: Protocol, state: Path, out: Path, budget_minutes: float | None
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         for future in [pool.submit(worker) for _ in range(workers)]:
             future.result()
-    return write_results(protocol, state, out, complete=not stop.is_set())
+    return write_results(protocol, state, out, complete=all(unit_done(state, unit) for unit in units))
 
 
 def main() -> None:
@@ -861,6 +883,9 @@ def main() -> None:
                         help="units run at once, the cores' torch threads split between them (default 1; "
                              "benchmarks/unit_throughput.py measures whether more pays on this machine)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the results from --state, run nothing")
+    parser.add_argument("--units", nargs="+", default=(),
+                        help="run only these units of the plan (labels as under state/eval, e.g. "
+                             "grpo+zero_flat_groups-seed0), e.g. an ablation arm beside the running campaign")
     args = parser.parse_args()
     chosen = "quick" if args.quick else args.protocol
     overrides = {"task": args.task, "methods": tuple(args.methods) if args.methods else None,
@@ -891,13 +916,12 @@ def main() -> None:
         return
     if state.exists() and not args.resume:
         raise SystemExit(f"{state} holds an earlier run: pass --resume to continue it, or delete it to start over")
-    if args.resume and settings.is_file() and _results_settings(json.loads(settings.read_text())) != \
-            _results_settings(json.loads(recorded)):
+    if args.resume and settings.is_file() and not resumable(json.loads(settings.read_text()), json.loads(recorded)):
         raise SystemExit(f"{settings} was written with other settings; resume with the same flags or use --state")
     state.mkdir(parents=True, exist_ok=True)
     settings.write_text(recorded)
     RESULTS.mkdir(exist_ok=True)
-    data = run(protocol, state, RESULTS / name, args.budget_minutes, args.workers)
+    data = run(protocol, state, RESULTS / name, args.budget_minutes, args.workers, tuple(args.units))
     print(markdown(data, name))
 
 

@@ -334,13 +334,38 @@ def test_a_warm_start_without_adapter_or_checkpoint_is_retrained_and_timed_afres
     assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] == 60.0  # this training only
 
 
-def test_resume_accepts_a_new_priority_but_not_a_new_budget() -> None:
+def test_resume_accepts_a_new_priority_or_an_added_arm_but_not_a_new_budget_or_a_dropped_method() -> None:
     recorded = json.loads(json.dumps(bench.V2.__dict__, default=list))
-    reordered = {**recorded, "priority": ["qd"]}
-    assert bench._results_settings(reordered) == bench._results_settings(recorded)
-    assert bench._results_settings({**recorded, "steps": 48}) != bench._results_settings(recorded)
+    assert bench.resumable(recorded, {**recorded, "priority": ["qd"]})
+    assert bench.resumable(recorded, {**recorded, "methods": [*recorded["methods"], "grpo+zero_flat_groups"]})
+    assert not bench.resumable(recorded, {**recorded, "methods": recorded["methods"][1:]})
+    assert not bench.resumable(recorded, {**recorded, "steps": 48})
     before_the_field = {key: value for key, value in recorded.items() if key != "priority"}
-    assert bench._results_settings(before_the_field) == bench._results_settings(recorded)
+    assert bench.resumable(before_the_field, recorded)
+
+
+def test_units_runs_only_the_named_units_and_names_unknown_ones(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    protocol = bench.Protocol(methods=("grpo", "grpo+zero_flat_groups"), seeds=(0, 1), all_seeds=True)
+    ran: list[str] = []
+    _fake_units(monkeypatch, ran)
+    result = bench.run(protocol, tmp_path, tmp_path / "out", budget_minutes=None,
+                       only=("grpo+zero_flat_groups-seed0",))
+    assert ran == ["grpo+zero_flat_groups-seed0"] and result == {"complete": False}
+    assert (tmp_path / "logs").is_dir()  # beside a running campaign: its own log, not state/log.txt
+    with pytest.raises(SystemExit, match="--units ips-seed0: not in this protocol's plan"):
+        bench.run(protocol, tmp_path, tmp_path / "out", budget_minutes=None, only=("ips-seed0",))
+
+
+def test_an_ablation_arm_trains_its_recipe_with_the_named_switch_on(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    commands: list[list[str]] = []
+    monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
+    bench.train(bench.V2, "grpo+zero_flat_groups", 0, tmp_path, tmp_path / "log.txt")
+    (command,) = commands
+    assert command[1].endswith("hypospace-boolean/grpo.yaml")
+    assert command[command.index("--zero_flat_groups") + 1] == "true"
+    assert command[command.index("--output_dir") + 1] == str(tmp_path / "runs" / "grpo+zero_flat_groups-seed0")
 
 
 def test_training_signals_keep_the_steps_of_the_held_out_evaluations(tmp_path: Path) -> None:
