@@ -487,10 +487,29 @@ def _paired(summary: dict[str, Any], samples: dict[str, np.ndarray], reference: 
             summary[f"{metric}_minus_{name}"] = _interval(mean, samples[metric] - reference_samples[metric])
 
 
+def _paired_seed_matched(methods: dict[str, dict[str, Any]], samples: dict[str, dict[str, np.ndarray]],
+                         evaluated: dict[str, dict[str, Any]], draws: np.ndarray, reference_label: str, name: str,
+                         skip: set[str]) -> None:
+    """Add each evaluated method's paired differences (`_minus_<name>`) to `reference_label`'s runs of the same
+    seeds: a one-seed method is compared with the reference's run of that seed, and a method sharing no seed with
+    it (the base model) with all of its runs."""
+    reference = evaluated.get(reference_label)
+    if reference is None:
+        return
+    for label, c in evaluated.items():
+        if label in skip:
+            continue
+        matched = [e for e, seed in zip(reference["evals"], reference["eval_seeds"], strict=True)
+                   if seed in c["eval_seeds"]] or reference["evals"]
+        pooled, pooled_samples = pool_method(reference_label, matched, draws)
+        _paired(methods[label], samples[label], pooled, pooled_samples, name)
+        methods[label][f"{name}_seeds_compared"] = len(matched)
+
+
 def compare(collected: dict[str, dict[str, Any]], resamples: int = 2000) -> dict[str, dict[str, Any]]:
     """Pool each method's evaluations, with the instance resamples shared by all methods, and the paired
-    differences of its final RR, RR@|H_O| and validity to GRPO's on the same seeds and to the base model's
-    (mean and 95% interval)."""
+    differences of its final RR, RR@|H_O| and validity to GRPO's on the same seeds, to the SFT warm starts of the
+    same seeds (RL methods of an SFT protocol) and to the base model's (mean and 95% interval)."""
     evaluated = {label: c for label, c in collected.items() if c["evals"]}
     n_instances = {len(c["evals"][0]["instances"]) for c in evaluated.values()}
     if len(n_instances) > 1:
@@ -507,18 +526,8 @@ def compare(collected: dict[str, dict[str, Any]], resamples: int = 2000) -> dict
             continue
         summary, samples[label] = pool_method(label, c["evals"], draws)
         methods[label] = {**summary, **keep}
-    reference = collected.get(METHODS["grpo"])
-    if reference and reference["evals"]:
-        for label, c in evaluated.items():
-            if label == METHODS["grpo"]:
-                continue
-            # Seed-matched: a one-seed method is compared with GRPO's run of that seed (the base model,
-            # which has no training seed, with all of GRPO's).
-            matched = [e for e, seed in zip(reference["evals"], reference["eval_seeds"], strict=True)
-                       if seed in c["eval_seeds"]] or reference["evals"]
-            grpo, grpo_samples = pool_method(METHODS["grpo"], matched, draws)
-            _paired(methods[label], samples[label], grpo, grpo_samples, "grpo")
-            methods[label]["grpo_seeds_compared"] = len(matched)
+    _paired_seed_matched(methods, samples, evaluated, draws, METHODS["grpo"], "grpo", skip={METHODS["grpo"]})
+    _paired_seed_matched(methods, samples, evaluated, draws, SFT_LABEL, "sft", skip={SFT_LABEL, BASE_LABEL})
     if BASE_LABEL in samples:
         for label in evaluated:
             if label != BASE_LABEL:
@@ -613,11 +622,15 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
 
 SWEEP_PREFIX = "sweep_grpo_"
 SWEEP_RISE = 0.1  # training-validity rise (first -> last quarter) that counts as "GRPO learns"
-HEADLINE_COLUMNS = ("recovery_at_n_admissible", "recovery_at_n_admissible_minus_grpo",
-                    "recovery_at_n_admissible_minus_base", "uniform_ceiling_at_n_admissible", "validity",
-                    "validity_minus_grpo", "validity_minus_base")
-HEADLINE_HEADER = ("| method | seeds | RR@\\|H_O\\| [95% CI] | - GRPO | - base | even-spread ceiling | "
-                   "validity [95% CI] | validity - GRPO | validity - base |", "|---|---|---|---|---|---|---|---|---|")
+def headline_columns(sft: bool) -> tuple[tuple[str, ...], tuple[str, str]]:
+    """The RR@|H_O| headline's result keys and its markdown header (with differences to SFT for SFT protocols)."""
+    to = ("grpo", "sft", "base") if sft else ("grpo", "base")
+    names = {"grpo": "GRPO", "sft": "SFT", "base": "base"}
+    columns = ("recovery_at_n_admissible", *(f"recovery_at_n_admissible_minus_{r}" for r in to),
+               "uniform_ceiling_at_n_admissible", "validity", *(f"validity_minus_{r}" for r in to))
+    titles = ["RR@\\|H_O\\| [95% CI]", *(f"- {names[r]}" for r in to), "even-spread ceiling", "validity [95% CI]",
+              *(f"validity - {names[r]}" for r in to)]
+    return columns, ("| method | seeds | " + " | ".join(titles) + " |", "|---|---|" + "---|" * len(titles))
 
 
 def sweep_lines(results: Path = RESULTS) -> list[str]:
@@ -653,9 +666,9 @@ def sweep_lines(results: Path = RESULTS) -> list[str]:
             "RR@\\|H_O\\| | RR@16 | modal share | results |", "|---|---|---|---|---|---|---|---|", *lines, ""]
 
 
-def _headline_row(label: str, method: dict[str, Any]) -> str:
+def _headline_row(label: str, method: dict[str, Any], columns: tuple[str, ...]) -> str:
     """One row of the RR@|H_O| headline table (blank cells for comparisons the method lacks)."""
-    cells = [_fmt_ci(method[key]) if key in method else "" for key in HEADLINE_COLUMNS]
+    cells = [_fmt_ci(method[key]) if key in method else "" for key in columns]
     return f"| {label} | {method['seeds']} | " + " | ".join(cells) + " |"
 
 
@@ -694,6 +707,7 @@ def markdown(data: dict[str, Any], stem: str) -> str:
     if p.get("prompts_per_step", 1) > 1 and not stem.startswith(SWEEP_PREFIX):
         lines[-2:-2] = sweep_lines()
     headline = [(label, m) for label, m in data["methods"].items() if "recovery_at_n_admissible" in m]
+    columns, header = headline_columns(bool(p.get("sft")))
     if headline:
         lines[-2:-2] = [
             "Headline: order-free RR@|H_O| (the share of an instance's admissible set found by |H_O| samples, the "
@@ -701,8 +715,8 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             "and to the base model; the even-spread ceiling is the RR@|H_O| a method's validity would give if its "
             "valid samples were spread evenly over H_O (no policy with that validity expects more; "
             "`ceiling_at_n_admissible`), so RR@|H_O| well below it means samples piled on few answers:", "",
-            *HEADLINE_HEADER,
-            *(_headline_row(label, m) for label, m in headline),
+            *header,
+            *(_headline_row(label, m, columns) for label, m in headline),
             "", f"All metrics at N = {p['samples']} samples (RR@N):", ""]
         if data.get("confirmatory"):
             lines[-4:-4] = [
@@ -710,8 +724,8 @@ def markdown(data: dict[str, Any], stem: str) -> str:
                 f"other methods' because their seed {p['seeds'][0]} ended above the base model (chosen after every "
                 "first seed had run); since that seed chose them, here they are on their later seeds alone, paired "
                 "with GRPO's runs of the same seeds and with the base model:", "",
-                *HEADLINE_HEADER,
-                *(_headline_row(label, m) for label, m in data["confirmatory"].items()), ""]
+                *header,
+                *(_headline_row(label, m, columns) for label, m in data["confirmatory"].items()), ""]
         tiered = [(label, m["recovery_at_n_admissible_by_tier"]) for label, m in headline]
         if len(tiered[0][1]) > 1:
             header = [f"\\|H_O\\| = {t['n_admissible']} ({t['instances']} instances)" for t in tiered[0][1]]

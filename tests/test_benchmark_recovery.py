@@ -125,6 +125,25 @@ def test_one_seed_methods_are_compared_with_grpo_on_the_same_seed() -> None:
     assert methods["base model"]["recovery_minus_grpo"]["mean"] == pytest.approx(0.5 - 0.3)  # all three
 
 
+def test_rl_methods_of_an_sft_protocol_are_compared_with_the_warm_starts_of_their_seeds() -> None:
+    def entry(evals: list[dict], seeds: list[int]) -> dict:
+        return {"evals": evals, "eval_seeds": seeds, "training": [], "runs": [], "wall_seconds": 0}
+
+    def flat(rr: float) -> dict:
+        return _eval({"i": ([rr], 5), "j": ([rr], 5)})
+
+    collected = {"base model": entry([flat(0.0)], []), "SFT only": entry([flat(0.6), flat(0.4)], [0, 1]),
+                 "GRPO": entry([flat(0.3), flat(0.2)], [0, 1]), "GRPO, flat groups 0": entry([flat(0.5)], [0])}
+    methods = bench.compare(collected, resamples=100)
+    assert methods["GRPO, flat groups 0"]["recovery_minus_sft"]["mean"] == pytest.approx(0.5 - 0.6)  # seed 0 only
+    assert methods["GRPO"]["recovery_minus_sft"]["mean"] == pytest.approx(0.25 - 0.5)
+    assert methods["GRPO"]["sft_seeds_compared"] == 2
+    assert "recovery_minus_sft" not in methods["base model"] and "recovery_minus_sft" not in methods["SFT only"]
+    columns, (header, _) = bench.headline_columns(sft=True)
+    assert "recovery_at_n_admissible_minus_sft" in columns and "| - SFT |" in header
+    assert "- SFT" not in bench.headline_columns(sft=False)[1][0]
+
+
 def test_rr_at_h_o_and_differences_to_the_base_model_are_paired() -> None:
     def with_rr_h(evaluation: dict, values: list[float]) -> dict:
         for instance, value in zip(evaluation["instances"], values, strict=True):
