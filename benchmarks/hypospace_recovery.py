@@ -204,7 +204,7 @@ def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
             print(f"  supervised warm start, seed {seed}: merging its saved adapter", flush=True)
             from divrl.sft import merge_adapter
 
-            return merge_adapter(run, merged)
+            return merge_adapter(run, merged, base=MODEL)  # prepares the embedded model on a fresh machine
         checkpoint = _resumable_checkpoint(run, ("trainer_state.json",)) if run.is_dir() else None  # SFTTrainer
         resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
         print(f"  supervised warm start, seed {seed}" + (f", resuming from {checkpoint.name}" if checkpoint else ""),

@@ -326,14 +326,14 @@ def test_a_committed_warm_start_is_re_merged_from_its_adapter_not_retrained(monk
     commands: list[list[str]] = []
     merged_from: list[Path] = []
     monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
-    monkeypatch.setattr(divrl.sft, "merge_adapter", lambda run, out: merged_from.append(run) or out)
+    monkeypatch.setattr(divrl.sft, "merge_adapter", lambda run, out, base: merged_from.append((run, base)) or out)
     run = tmp_path / "sft" / "seed0"
     (run / "merged").mkdir(parents=True)
     (run / "merged" / "config.json").write_text("{}")  # what git holds of the merged model: no weights
     (run / "trainer_state.json").write_text("{}")
     (run / "adapter_model.safetensors").write_bytes(b"")
     assert bench.warm_start(bench.V2_VOXEL, 0, tmp_path, tmp_path / "log.txt") == run / "merged"
-    assert merged_from == [run] and commands == []
+    assert merged_from == [(run, bench.MODEL)] and commands == []
 
 
 def test_a_warm_start_without_adapter_or_checkpoint_is_retrained_and_timed_afresh(monkeypatch: pytest.MonkeyPatch,

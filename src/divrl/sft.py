@@ -124,15 +124,17 @@ def save_merged(trainer: Any, out: Path) -> Path:
                          tokenizer=trainer.processing_class)
 
 
-def merge_adapter(adapter_dir: Path, out: Path, dtype: Any = "auto", tokenizer: Any = None) -> Path:
-    """Merge the LoRA adapter saved in `adapter_dir` into an unquantized copy of its base model and save the
-    result, with `tokenizer` (default: the base's), as a full checkpoint in `out`; this also re-merges a saved
-    adapter on a machine that lacks the merged weights."""
+def merge_adapter(adapter_dir: Path, out: Path, base: str | None = None, dtype: Any = "auto",
+                  tokenizer: Any = None) -> Path:
+    """Merge the LoRA adapter saved in `adapter_dir` into an unquantized copy of its base model (`base`: a hub
+    id, path or `embedded:NAME`; default the path the adapter recorded) and save the result, with `tokenizer`
+    (default: the base's), as a full checkpoint in `out`; this also re-merges a saved adapter on a machine that
+    lacks the merged weights."""
     from peft import PeftConfig, PeftModel
 
     from divrl.models import load_model_and_tokenizer
 
-    base = PeftConfig.from_pretrained(str(adapter_dir)).base_model_name_or_path
+    base = base or PeftConfig.from_pretrained(str(adapter_dir)).base_model_name_or_path
     model, base_tokenizer = load_model_and_tokenizer(base, quantize="none", dtype=dtype, cpu=True)
     merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     merged.save_pretrained(out)
