@@ -224,7 +224,8 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     setting = TASKS[protocol.task]
     recipe, *switches = method.split("+")
     run = state / "runs" / f"{method}-seed{seed}"
-    if (run / "trainer_state.json").is_file():  # `divrl train` writes it last, after the final model
+    # `divrl train` writes trainer_state.json last, after the final model; git keeps the state but not the weights
+    if (run / "trainer_state.json").is_file() and any(run.glob("*.safetensors")):
         return run
     run.mkdir(parents=True, exist_ok=True)
     checkpoint = _resumable_checkpoint(run)

@@ -353,6 +353,19 @@ def test_a_warm_start_without_adapter_or_checkpoint_is_retrained_and_timed_afres
     assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] == 60.0  # this training only
 
 
+def test_a_run_is_finished_only_with_its_weights_not_with_a_committed_trainer_state(monkeypatch: pytest.MonkeyPatch,
+                                                                                    tmp_path: Path) -> None:
+    commands: list[list[str]] = []
+    monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
+    run = tmp_path / "runs" / "grpo-seed0"
+    run.mkdir(parents=True)
+    (run / "trainer_state.json").write_text("{}")  # from git: the weights stayed on another machine
+    bench.train(bench.V2, "grpo", 0, tmp_path, tmp_path / "log.txt")
+    assert len(commands) == 1
+    (run / "adapter_model.safetensors").write_bytes(b"")
+    assert bench.train(bench.V2, "grpo", 0, tmp_path, tmp_path / "log.txt") == run and len(commands) == 1
+
+
 def test_resume_accepts_a_new_priority_or_an_added_arm_but_not_a_new_budget_or_a_dropped_method() -> None:
     recorded = json.loads(json.dumps(bench.V2.__dict__, default=list))
     assert bench.resumable(recorded, {**recorded, "priority": ["qd"]})
