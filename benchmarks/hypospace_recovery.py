@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from machine import cpu_model
 
+from divrl.models import resolve_model_name
 from divrl.tasks.hypospace.recovery import ceiling_at_n_admissible
 from divrl.tasks.hypospace.recovery_cli import recipe_eval_flags
 
@@ -225,7 +226,12 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     recipe, *switches = method.split("+")
     run = state / "runs" / f"{method}-seed{seed}"
     # `divrl train` writes trainer_state.json last, after the final model; git keeps the state but not the weights
+    # (except an adapter committed mid-evaluation, whose base a fresh machine must make first: SFT merge or embedded)
     if (run / "trainer_state.json").is_file() and any(run.glob("*.safetensors")):
+        if protocol.sft:
+            warm_start(protocol, seed, state, log)
+        else:
+            resolve_model_name(MODEL)
         return run
     run.mkdir(parents=True, exist_ok=True)
     checkpoint = _resumable_checkpoint(run)

@@ -363,7 +363,10 @@ def test_a_run_is_finished_only_with_its_weights_not_with_a_committed_trainer_st
     bench.train(bench.V2, "grpo", 0, tmp_path, tmp_path / "log.txt")
     assert len(commands) == 1
     (run / "adapter_model.safetensors").write_bytes(b"")
+    prepared: list[str] = []
+    monkeypatch.setattr(bench, "resolve_model_name", prepared.append)
     assert bench.train(bench.V2, "grpo", 0, tmp_path, tmp_path / "log.txt") == run and len(commands) == 1
+    assert prepared == [bench.MODEL]  # its base is made on a fresh machine before it is evaluated
 
 
 def test_resume_accepts_a_new_priority_or_an_added_arm_but_not_a_new_budget_or_a_dropped_method() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -292,6 +293,19 @@ def test_cli_resumes_an_interrupted_evaluation_from_its_finished_chunks(
     assert len(fresh.calls) == len(INSTANCES)
     assert list((out / "partial").glob("*.jsonl")) == [interrupted]
     assert len(interrupted.read_text().splitlines()) == 1 + 1
+
+
+def test_model_signature_follows_the_weights_not_their_file_times(tmp_path: Path) -> None:
+    from divrl.tasks.hypospace.recovery_cli import model_signature
+
+    weights = tmp_path / "adapter_model.safetensors"
+    weights.write_bytes(b"trained once")
+    before = model_signature(str(tmp_path))
+    os.utime(weights, ns=(1, 1))  # a fresh checkout of the same weights
+    assert model_signature(str(tmp_path)) == before
+    weights.write_bytes(b"trained again")
+    assert model_signature(str(tmp_path)) != before
+    assert model_signature("org/hub-model") == ["org/hub-model"]
 
 
 def test_recorded_completions_must_match_the_budget() -> None:

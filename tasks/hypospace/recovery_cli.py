@@ -167,11 +167,21 @@ def _json_or_none(line: str) -> Any:
 
 
 def model_signature(model: str) -> list[Any]:
-    """What identifies a model's weights for resuming: the name, plus each weight file's name, size and mtime when
-    it is a local directory (a retrained adapter at the same path is a different model)."""
+    """What identifies a model's weights for resuming: the name, plus each weight file's name and sha256 when it
+    is a local directory. A retrained adapter at the same path is a different model; the same weights checked out
+    on another machine (new file times) are the same one, so an evaluation committed mid-way resumes there."""
     path = Path(model).expanduser()
     files = sorted(f for pattern in ("*.safetensors", "*.bin") for f in path.glob(pattern)) if path.is_dir() else []
-    return [model, *([f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files)]
+    return [model, *([f.name, _sha256(f)] for f in files)]
+
+
+def _sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 16 MiB blocks (about a second per GB)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while block := file.read(1 << 24):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _run(args: argparse.Namespace) -> int:
