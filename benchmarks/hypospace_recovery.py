@@ -100,7 +100,7 @@ METHODS = {"grpo": "GRPO", "ips": "IPS-GRPO", "qd": "QD-GRPO", "maxent": "MaxEnt
            "js": "JS", "pop": "population soup", "pop-ips-qd": "pop + IPS + QD",
            "flowrl": "FlowRL", "count": "count bonus",
            # ablation arms: RECIPE+FIELD trains RECIPE with the boolean DivRLConfig field FIELD switched on
-           "grpo+zero_flat_groups": "GRPO, flat groups 0"}
+           "grpo+zero_flat_groups": "GRPO + zero_flat_groups"}
 MULTI_SEED = ("grpo", "ips")
 SFT_LABEL = "SFT only"
 BASE_LABEL = "base model"

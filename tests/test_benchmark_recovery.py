@@ -133,9 +133,9 @@ def test_rl_methods_of_an_sft_protocol_are_compared_with_the_warm_starts_of_thei
         return _eval({"i": ([rr], 5), "j": ([rr], 5)})
 
     collected = {"base model": entry([flat(0.0)], []), "SFT only": entry([flat(0.6), flat(0.4)], [0, 1]),
-                 "GRPO": entry([flat(0.3), flat(0.2)], [0, 1]), "GRPO, flat groups 0": entry([flat(0.5)], [0])}
+                 "GRPO": entry([flat(0.3), flat(0.2)], [0, 1]), "GRPO + zero_flat_groups": entry([flat(0.5)], [0])}
     methods = bench.compare(collected, resamples=100)
-    assert methods["GRPO, flat groups 0"]["recovery_minus_sft"]["mean"] == pytest.approx(0.5 - 0.6)  # seed 0 only
+    assert methods["GRPO + zero_flat_groups"]["recovery_minus_sft"]["mean"] == pytest.approx(0.5 - 0.6)  # seed 0 only
     assert methods["GRPO"]["recovery_minus_sft"]["mean"] == pytest.approx(0.25 - 0.5)
     assert methods["GRPO"]["sft_seeds_compared"] == 2
     assert "recovery_minus_sft" not in methods["base model"] and "recovery_minus_sft" not in methods["SFT only"]
