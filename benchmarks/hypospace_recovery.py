@@ -233,18 +233,17 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
         else:
             resolve_model_name(MODEL)
         return run
+    model = str(warm_start(protocol, seed, state, log)) if protocol.sft else MODEL  # timed as the SFT unit's
     run.mkdir(parents=True, exist_ok=True)
     checkpoint = _resumable_checkpoint(run)
     resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
     print(f"  training {method} seed {seed}: {protocol.steps} steps"
           + (f", resuming from {checkpoint.name}" if checkpoint else ""), flush=True)
     start = time.time()
-    model = MODEL
     budget = ["--per_device_train_batch_size", str(8 * protocol.prompts_per_step)]
     if protocol.eval_steps is not None:
         budget += ["--recovery_eval", "true", "--eval_steps", str(protocol.eval_steps)]
     if protocol.sft:
-        model = str(warm_start(protocol, seed, state, log))
         budget += ["--n_exemplars", "0"]
     budget += [arg for switch in switches for arg in (f"--{switch}", "true")]
     _divrl(["train", str(RECIPES / setting.task / f"{recipe}.yaml"), *setting.train_args, *budget,

@@ -369,6 +369,20 @@ def test_a_run_is_finished_only_with_its_weights_not_with_a_committed_trainer_st
     assert prepared == [bench.MODEL]  # its base is made on a fresh machine before it is evaluated
 
 
+def test_an_rl_run_records_its_own_time_not_its_warm_start_s(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    clock = {"now": 0.0}
+
+    def advance(seconds: float, result=None):
+        clock["now"] += seconds
+        return result
+
+    monkeypatch.setattr(bench.time, "time", lambda: clock["now"])
+    monkeypatch.setattr(bench, "warm_start", lambda *args: advance(1000.0, tmp_path / "sft" / "seed0" / "merged"))
+    monkeypatch.setattr(bench, "_divrl", lambda args, log: advance(60.0))
+    run = bench.train(bench.V2_VOXEL, "ips", 0, tmp_path, tmp_path / "log.txt")
+    assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] == 60.0  # the SFT's 1000 s not
+
+
 def test_resume_accepts_a_new_priority_or_an_added_arm_but_not_a_new_budget_or_a_dropped_method() -> None:
     recorded = json.loads(json.dumps(bench.V2.__dict__, default=list))
     assert bench.resumable(recorded, {**recorded, "priority": ["qd"]})
