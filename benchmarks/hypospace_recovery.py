@@ -225,15 +225,13 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     setting = TASKS[protocol.task]
     recipe, *switches = method.split("+")
     run = state / "runs" / f"{method}-seed{seed}"
-    # `divrl train` writes trainer_state.json last, after the final model; git keeps the state but not the weights
-    # (except an adapter committed mid-evaluation, whose base a fresh machine must make first: SFT merge or embedded)
+    # the base: the seed's SFT model (made or re-merged here, not on this run's clock) or the embedded model
+    model = str(warm_start(protocol, seed, state, log)) if protocol.sft else MODEL
+    # `divrl train` writes trainer_state.json last, after the final model; git keeps the state but not the weights,
+    # except an adapter committed mid-evaluation, whose embedded base a fresh machine must prepare before evaluating
     if (run / "trainer_state.json").is_file() and any(run.glob("*.safetensors")):
-        if protocol.sft:
-            warm_start(protocol, seed, state, log)
-        else:
-            resolve_model_name(MODEL)
+        resolve_model_name(model)
         return run
-    model = str(warm_start(protocol, seed, state, log)) if protocol.sft else MODEL  # timed as the SFT unit's
     run.mkdir(parents=True, exist_ok=True)
     checkpoint = _resumable_checkpoint(run)
     resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
