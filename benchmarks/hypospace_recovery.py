@@ -125,8 +125,11 @@ class Protocol:
     priority: tuple[str, ...] = ()  # with `all_seeds`: methods whose later seeds run before the other methods'
 
     def seeds_for(self, method: str) -> tuple[int, ...]:
-        """Every seed for GRPO and IPS (for every method with `all_seeds`); the first one otherwise."""
-        return self.seeds if self.all_seeds or method in MULTI_SEED else self.seeds[:1]
+        """Every seed for GRPO and IPS (for every method with `all_seeds`); the first one otherwise, and always for
+        an ablation arm (RECIPE+FIELD), which answers its question beside its recipe's run of that seed."""
+        if "+" not in method and (self.all_seeds or method in MULTI_SEED):
+            return self.seeds
+        return self.seeds[:1]
 
 
 V1_METHODS = ("grpo", "ips", "qd", "maxent", "fkl", "js", "pop", "pop-ips-qd", "flowrl")
@@ -145,7 +148,7 @@ V2 = Protocol(methods=("grpo", "ips", "count", "fkl", "js", "qd", "maxent", "flo
 # seed starts from `divrl sft` (zero-shot prompts); v2's budget; 32 samples per test instance, since the order-free
 # RR@|H_O| needs N >= |H_O| and the largest voxel tier has 27 admissible structures.
 # Ablation arm added 2026-11-25: GRPO with flat groups' advantage exactly 0 (`zero_flat_groups`), to tell TRL's fp32
-# residue from the few real gradient steps as the cause of GRPO's loss of coverage on voxels.
+# residue from the few real gradient steps as the cause of GRPO's loss of coverage on voxels (seed 0, as every arm).
 V2_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", "count", "grpo+zero_flat_groups"), seeds=(0, 1, 2),
                     steps=24, learning_rate=5e-5,
                     samples=32, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4, sft=True)
@@ -297,7 +300,8 @@ def plan(protocol: Protocol) -> list[tuple[str, int]]:
     later_seeds = protocol.seeds[1:] if protocol.all_seeds else ()
     tail = [(m, protocol.seeds[0]) for m in others]
     for first in (True, False):
-        tail += [(m, s) for s in later_seeds for m in others if (m in protocol.priority) == first]
+        tail += [(m, s) for s in later_seeds for m in others
+                 if (m in protocol.priority) == first and s in protocol.seeds_for(m)]
     units: list[tuple[str, int]] = []
     for method, seed in head + tail:
         if protocol.sft and ("sft", seed) not in units:

@@ -406,6 +406,12 @@ def test_units_runs_only_the_named_units_and_names_unknown_ones(monkeypatch: pyt
         bench.run(protocol, tmp_path, tmp_path / "out", budget_minutes=None, only=("ips-seed0",))
 
 
+def test_an_ablation_arm_runs_the_first_seed_only() -> None:
+    units = bench.plan(bench.V2_VOXEL)
+    assert [u for u in units if u[0] == "grpo+zero_flat_groups"] == [("grpo+zero_flat_groups", 0)]
+    assert [s for m, s in units if m == "count"] == [0, 1, 2]
+
+
 def test_an_ablation_arm_trains_its_recipe_with_the_named_switch_on(monkeypatch: pytest.MonkeyPatch,
                                                                     tmp_path: Path) -> None:
     commands: list[list[str]] = []
