@@ -340,17 +340,19 @@ def test_a_warm_start_without_adapter_or_checkpoint_is_retrained_and_timed_afres
                                                                                   tmp_path: Path) -> None:
     commands: list[list[str]] = []
     monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
-    clock = iter([1000.0, 1060.0])
+    earlier_record, retrain_start, retrain_end = 2090.0, 1000.0, 1060.0  # recorded seconds; a fake clock's readings
+    clock = iter([retrain_start, retrain_end])
     monkeypatch.setattr(bench.time, "time", lambda: next(clock))
     run = tmp_path / "sft" / "seed0"
     (run / "merged").mkdir(parents=True)
     (run / "merged" / "config.json").write_text("{}")
     (run / "trainer_state.json").write_text("{}")  # finished on another machine, whose weights are gone
-    (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": 2090.0}))
+    (run / "divrl_benchmark.json").write_text(json.dumps({"train_seconds": earlier_record}))
     bench.warm_start(bench.V2_VOXEL, 0, tmp_path, tmp_path / "log.txt")
     (command,) = commands
     assert "--resume_from_checkpoint" not in command
-    assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] == 60.0  # this training only
+    recorded = json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"]
+    assert recorded == retrain_end - retrain_start  # the retrain replaces the earlier record, read off the fake clock
 
 
 def test_a_run_is_finished_only_with_its_weights_not_with_a_committed_trainer_state(monkeypatch: pytest.MonkeyPatch,
@@ -370,6 +372,7 @@ def test_a_run_is_finished_only_with_its_weights_not_with_a_committed_trainer_st
 
 
 def test_an_rl_run_records_its_own_time_not_its_warm_start_s(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    warm_start_seconds, training_seconds = 1000.0, 60.0  # how far each step moves a fake clock
     clock = {"now": 0.0}
 
     def advance(seconds: float, result=None):
@@ -377,10 +380,12 @@ def test_an_rl_run_records_its_own_time_not_its_warm_start_s(monkeypatch: pytest
         return result
 
     monkeypatch.setattr(bench.time, "time", lambda: clock["now"])
-    monkeypatch.setattr(bench, "warm_start", lambda *args: advance(1000.0, tmp_path / "sft" / "seed0" / "merged"))
-    monkeypatch.setattr(bench, "_divrl", lambda args, log: advance(60.0))
+    merged = tmp_path / "sft" / "seed0" / "merged"
+    monkeypatch.setattr(bench, "warm_start", lambda *args: advance(warm_start_seconds, merged))
+    monkeypatch.setattr(bench, "_divrl", lambda args, log: advance(training_seconds))
     run = bench.train(bench.V2_VOXEL, "ips", 0, tmp_path, tmp_path / "log.txt")
-    assert json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"] == 60.0  # the SFT's 1000 s not
+    recorded = json.loads((run / "divrl_benchmark.json").read_text())["train_seconds"]
+    assert recorded == training_seconds  # fake-clock bookkeeping: the warm start's advance is not counted
 
 
 def test_resume_accepts_a_new_priority_or_an_added_arm_but_not_a_new_budget_or_a_dropped_method() -> None:
