@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from toy_reproduction import SEEDS, machine, pm
 
@@ -60,16 +61,17 @@ def markdown(results: dict[str, Any]) -> str:
         f"{m['cpu']}, {m['date']}, {results['wall_seconds']} s. A group whose {GROUP_SIZE} completions share one "
         "reward carries no signal; the advantage GRPO's normalisation gives each of them in fp32 (TRL's convention, "
         "`core.group_advantages`):", "",
-        "| shared reward | group std (fp32) | advantage of every completion |", "|---|---|---|",
-        *(f"| {r['reward']} | {r['std']:.2e} | {r['advantage']:+.2e} |" for r in results["residues"]), "",
+        "| shared reward | group std (fp32) | advantage | same for all 8 |", "|---|---|---|---|",
+        *(f"| {r['reward']} | {r['std']:.2e} | {r['advantage']:+.2e} | {r['same_for_all']} |"
+          for r in results["residues"]), "",
         f"GRPO on a 4-arm bandit where every arm pays the same reward, from logits {START_LOGITS}, "
         f"G = {GROUP_SIZE}, Adam lr {BANDIT.lr}, {BANDIT.steps} steps, seeds {SEEDS}: probability of the likeliest "
         "arm (mean ± sd over seeds). Every group is flat, so it should not move:", "",
         "| reward of every arm | zero_flat_groups | start | after training |", "|---|---|---|---|",
     ]
     for row in results["drift"]:
-        lines.append(f"| {row['reward']} | {row['zero_flat_groups']} | {pm(torch.tensor(row['start']).numpy())} | "
-                     f"{pm(torch.tensor(row['end']).numpy())} |")
+        lines.append(f"| {row['reward']} | {row['zero_flat_groups']} | {pm(np.array(row['start']))} | "
+                     f"{pm(np.array(row['end']))} |")
     lines += ["", "With `zero_flat_groups: true` (DivRLConfig; off by default, as TRL) flat groups get advantage "
               "exactly 0 and the policy stays where it started.", ""]
     return "\n".join(lines)

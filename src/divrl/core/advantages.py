@@ -39,10 +39,10 @@ def flat_groups(rewards: torch.Tensor | Sequence[float], group_size: int, rtol: 
     the largest |reward| (at least 1). Such a group carries no signal, yet fp32 normalisation does not give it
     advantage 0: eight rewards of 1.2 have a mean one ulp off and a std of ~1e-7, so (r - mean) / (std + 1e-4)
     is ~1e-3 for every completion (TRL's `isclose(std, 0)` misses it too). A group holding a NaN is not flat."""
-    rewards = as_float_tensor(rewards, "rewards")
-    grouped = rewards.view(check_groups(rewards.numel(), group_size), group_size)
     if rtol < 0:
         raise ValueError(f"rtol must be >= 0, got {rtol}")
+    rewards = as_float_tensor(rewards, "rewards")
+    grouped = rewards.view(check_groups(rewards.numel(), group_size), group_size)
     spread = grouped.amax(dim=1) - grouped.amin(dim=1)
     return spread <= rtol * grouped.abs().amax(dim=1).clamp(min=1.0)
 
