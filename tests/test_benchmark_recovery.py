@@ -297,13 +297,24 @@ def test_a_failing_unit_stops_new_units_and_the_budget_stops_all(monkeypatch: py
     assert ran == ["base"]
 
 
-def test_warm_start_checkpoints_and_resumes_from_its_newest_complete_checkpoint(monkeypatch: pytest.MonkeyPatch,
-                                                                              tmp_path: Path) -> None:
+def _recorded_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Replace `divrl` subprocesses by recording their arguments; return the record."""
     commands: list[list[str]] = []
     monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
-    before_stop, resumed_start, resumed_end = 500.0, 1000.0, 1060.0  # recorded seconds; a fake clock's readings
-    clock = iter([resumed_start, resumed_end])
+    return commands
+
+
+def _fake_clock(monkeypatch: pytest.MonkeyPatch, *readings: float) -> None:
+    """`time.time` in the benchmark returns `readings`, one per call."""
+    clock = iter(readings)
     monkeypatch.setattr(bench.time, "time", lambda: next(clock))
+
+
+def test_warm_start_checkpoints_and_resumes_from_its_newest_complete_checkpoint(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    commands = _recorded_commands(monkeypatch)
+    before_stop, resumed_start, resumed_end = 500.0, 1000.0, 1060.0  # recorded seconds; a fake clock's readings
+    _fake_clock(monkeypatch, resumed_start, resumed_end)
     protocol = bench.V2_VOXEL
     run = tmp_path / "sft" / "seed1"
     for step, complete in ((4, True), (8, True), (12, False)):  # checkpoint-12 was cut short by a stop
@@ -323,9 +334,8 @@ def test_a_committed_warm_start_is_re_merged_from_its_adapter_not_retrained(monk
                                                                            tmp_path: Path) -> None:
     import divrl.sft
 
-    commands: list[list[str]] = []
+    commands = _recorded_commands(monkeypatch)
     merged_from: list[Path] = []
-    monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
     monkeypatch.setattr(divrl.sft, "merge_adapter", lambda run, out, base: merged_from.append((run, base)) or out)
     run = tmp_path / "sft" / "seed0"
     (run / "merged").mkdir(parents=True)
@@ -338,11 +348,9 @@ def test_a_committed_warm_start_is_re_merged_from_its_adapter_not_retrained(monk
 
 def test_a_warm_start_without_adapter_or_checkpoint_is_retrained_and_timed_afresh(monkeypatch: pytest.MonkeyPatch,
                                                                                   tmp_path: Path) -> None:
-    commands: list[list[str]] = []
-    monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
+    commands = _recorded_commands(monkeypatch)
     earlier_record, retrain_start, retrain_end = 2090.0, 1000.0, 1060.0  # recorded seconds; a fake clock's readings
-    clock = iter([retrain_start, retrain_end])
-    monkeypatch.setattr(bench.time, "time", lambda: next(clock))
+    _fake_clock(monkeypatch, retrain_start, retrain_end)
     run = tmp_path / "sft" / "seed0"
     (run / "merged").mkdir(parents=True)
     (run / "merged" / "config.json").write_text("{}")
@@ -357,8 +365,7 @@ def test_a_warm_start_without_adapter_or_checkpoint_is_retrained_and_timed_afres
 
 def test_a_run_is_finished_only_with_its_weights_not_with_a_committed_trainer_state(monkeypatch: pytest.MonkeyPatch,
                                                                                     tmp_path: Path) -> None:
-    commands: list[list[str]] = []
-    monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
+    commands = _recorded_commands(monkeypatch)
     run = tmp_path / "runs" / "grpo-seed0"
     run.mkdir(parents=True)
     (run / "trainer_state.json").write_text("{}")  # from git: the weights stayed on another machine
@@ -419,8 +426,7 @@ def test_an_ablation_arm_runs_the_first_seed_only() -> None:
 
 def test_an_ablation_arm_trains_its_recipe_with_the_named_switch_on(monkeypatch: pytest.MonkeyPatch,
                                                                     tmp_path: Path) -> None:
-    commands: list[list[str]] = []
-    monkeypatch.setattr(bench, "_divrl", lambda args, log: commands.append(args))
+    commands = _recorded_commands(monkeypatch)
     bench.train(bench.V2, "grpo+zero_flat_groups", 0, tmp_path, tmp_path / "log.txt")
     (command,) = commands
     assert command[1].endswith("hypospace-boolean/grpo.yaml")
