@@ -475,8 +475,7 @@ class PopulationMixin:
         _, completion_ids, _, completions, *_ = self._generate(prompts)
         # TRL's own reward columns: no IPS/QD/novelty shaping, no archive or memory updates.
         rewards = GRPOTrainer._calculate_rewards(self, inputs, prompts, completions, completion_ids)
-        total = (rewards * self.reward_weights.to(rewards.device)).nansum(dim=1)
-        total = total.masked_fill(torch.isnan(rewards).all(dim=1), -math.inf)
+        total = self._summed_rewards(rewards).masked_fill(torch.isnan(rewards).all(dim=1), -math.inf)
         embeddings = hashed_ngram_embedding(gather_object([completion_text(c) for c in completions]))
         distances = [mean_pairwise_cosine_distance(embeddings[s : s + group]) for s in range(0, len(embeddings), group)]
         return distances, float(total.max())
