@@ -85,7 +85,7 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
     from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
 
     task = build_task(script.task, **task_args_with_overrides(script))
-    dataset = task.sft_dataset(split="train", style=script.prompt_style, seed=script.split_seed,
+    dataset = task.sft_dataset(split=script.split, style=script.prompt_style, seed=script.split_seed,
                                limit=script.instance_limit, n_exemplars=script.n_exemplars,
                                per_instance=script.hypotheses_per_instance, sample_seed=script.sample_seed)
     if not model_args.model_name_or_path:

@@ -45,6 +45,9 @@ class TaskArguments:
     split_seed: int = field(default=0, metadata={"help": "Seed of the deterministic train/test split."})
     instance_limit: int | None = field(default=None, metadata={
         "help": "Instances kept before the train/test split (the IPS paper: 100, split 50/50); prompts for molecules."})
+    split: str = field(default="train", metadata={
+        "help": "Dataset split to train on (the test split is held out; HypoSpace's 'fit' is train less its 'dev' "
+                "fifth, for choosing settings on train data alone)."})
 
 
 @dataclass
@@ -54,7 +57,6 @@ class TrainScriptArguments(TaskArguments):
     prompt_style: str = field(default="auto", metadata={
         "help": "'chat' (instruct models), 'base' (few-shot plain text) or 'auto' (chat iff the tokenizer has a "
                 "chat template)."})
-    split: str = field(default="train", metadata={"help": "Dataset split to train on (the test split is held out)."})
     n_exemplars: int = field(default=3, metadata={"help": "Few-shot examples in 'base' prompts."})
     quantize: str = field(default="auto", metadata={
         "help": "'auto' (4-bit NF4 on CUDA, unquantized on CPU), '4bit' or 'none'. Overrides ModelConfig's "

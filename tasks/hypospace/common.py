@@ -40,7 +40,10 @@ if TYPE_CHECKING:
 
 PromptStyle = Literal["chat", "base"]
 PROMPT_STYLES: tuple[str, ...] = ("chat", "base")
-SPLITS: tuple[str, ...] = ("train", "test", "all")
+SPLITS: tuple[str, ...] = ("train", "test", "all", "fit", "dev")
+# Share of the train split held out as "dev" (the rest is "fit"): settings such as a warm start's length are chosen
+# on train data alone, fitting on "fit" and measuring on "dev", so the test split is never looked at.
+DEV_FRACTION = 0.2
 # Marks the end of every worked example in base (few-shot) prompts; samplers may stop on it.
 END_MARKER = "END"
 # Longest answer a parser reads (characters of its stripped non-blank lines): no hypothesis comes near this,
@@ -118,7 +121,9 @@ def split_instances(
     instances: Sequence[Instance], split: str, seed: int = 0, test_fraction: float = 0.5, limit: int | None = None
 ) -> list[Instance]:
     """Deterministic train/test split: shuffle with `seed`, keep the first `limit`, test = the first
-    round(test_fraction * kept) of those, train = the rest; each split keeps generation order."""
+    round(test_fraction * kept) of those, train = the rest; each split keeps generation order. Within train,
+    "dev" is its first round(DEV_FRACTION * |train|) instances in shuffled order and "fit" the rest (no test
+    instance is in either)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
     if not 0.0 <= test_fraction <= 1.0:
@@ -129,7 +134,9 @@ def split_instances(
     random.Random(seed).shuffle(order)
     kept = order[:limit] if limit is not None else order
     n_test = round(test_fraction * len(kept))
-    chosen = {"test": kept[:n_test], "train": kept[n_test:], "all": kept}[split]
+    train = kept[n_test:]
+    n_dev = round(DEV_FRACTION * len(train))
+    chosen = {"test": kept[:n_test], "train": train, "all": kept, "dev": train[:n_dev], "fit": train[n_dev:]}[split]
     return [instances[i] for i in sorted(chosen)]
 
 

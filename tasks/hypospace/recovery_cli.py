@@ -20,7 +20,7 @@ from typing import Any
 
 from divrl.sampling import add_sampling_arguments
 from divrl.tasks.hypospace.cli import add_task_arguments, output_directory, split_from_args, task_from_args
-from divrl.tasks.hypospace.common import Instance
+from divrl.tasks.hypospace.common import SPLITS, Instance
 
 TASK_NAMES = ("hypospace-causal", "hypospace-voxel", "hypospace-boolean")
 
@@ -71,7 +71,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--task", required=True, choices=TASK_NAMES)
     add_task_arguments(parser)
-    parser.add_argument("--split", choices=["train", "test", "all"], default="test")
+    parser.add_argument("--split", choices=SPLITS, default="test",
+                        help="test (default), train, all, or dev / fit: the train split's held-out fifth and the rest")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--samples", type=int, default=None, help="samples N per instance (default 16)")
     budget.add_argument(
