@@ -96,12 +96,18 @@ TASKS = {
     "causal": TaskSetting("hypospace-causal", {}, 48),  # the recipe's 4 nodes
 }
 # Recipe name -> label; "pop-ips-qd" is the recipes' best composition (population soup of IPS + QD policies).
+CONTINUED_SFT = "more-sft"
 METHODS = {"grpo": "GRPO", "ips": "IPS-GRPO", "qd": "QD-GRPO", "maxent": "MaxEnt-GRPO", "fkl": "forward-KL",
            "js": "JS", "pop": "population soup", "pop-ips-qd": "pop + IPS + QD",
            "flowrl": "FlowRL", "count": "count bonus",
            # ablation arms: RECIPE+FIELD trains RECIPE with the boolean DivRLConfig field FIELD switched on
-           "grpo+zero_flat_groups": "GRPO + zero_flat_groups"}
+           "grpo+zero_flat_groups": "GRPO + zero_flat_groups", "count+ips": "IPS + count bonus",
+           # supervised control: `divrl sft` continued from the seed's warm start with the RL runs' optimizer budget
+           CONTINUED_SFT: "SFT + more SFT"}
 MULTI_SEED = ("grpo", "ips")
+# Rows the continued-SFT control draws per train instance: every admissible answer (|H_O| <= 27 on the voxel grid),
+# so within an epoch no answer repeats.
+CONTINUED_SFT_HYPOTHESES = 27
 SFT_LABEL = "SFT only"
 BASE_LABEL = "base model"
 
@@ -123,11 +129,21 @@ class Protocol:
     eval_steps: int | None = None  # held-out recovery during training every k steps (None: the recipe's)
     sft: bool = False  # warm start each seed with `divrl sft` and train RL from it on zero-shot prompts
     priority: tuple[str, ...] = ()  # with `all_seeds`: methods whose later seeds run before the other methods'
+    sft_steps: int | None = None  # optimizer steps of each warm start (None: the SFT recipe's epochs)
+    arm_by_arm: bool = False  # after GRPO and IPS, each other method runs all its seeds before the next one starts
+    full_arms: tuple[str, ...] = ()  # RECIPE+FIELD arms that run every seed (ablation arms run the first only)
+    lr_scheduler: str | None = None  # learning-rate schedule of the RL runs and the continued SFT (None: TRL's)
+
+    @property
+    def schedule_args(self) -> list[str]:
+        """The `--lr_scheduler_type` flag of the training runs, when the protocol sets one."""
+        return ["--lr_scheduler_type", self.lr_scheduler] if self.lr_scheduler else []
 
     def seeds_for(self, method: str) -> tuple[int, ...]:
         """Every seed for GRPO and IPS (for every method with `all_seeds`); the first one otherwise, and always for
-        an ablation arm (RECIPE+FIELD), which answers its question beside its recipe's run of that seed."""
-        if "+" not in method and (self.all_seeds or method in MULTI_SEED):
+        an ablation arm (RECIPE+FIELD) unless `full_arms` names it: an ablation answers its question beside its
+        recipe's run of that seed."""
+        if ("+" not in method or method in self.full_arms) and (self.all_seeds or method in MULTI_SEED):
             return self.seeds
         return self.seeds[:1]
 
@@ -152,7 +168,18 @@ V2 = Protocol(methods=("grpo", "ips", "count", "fkl", "js", "qd", "maxent", "flo
 V2_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", "count", "grpo+zero_flat_groups"), seeds=(0, 1, 2),
                     steps=24, learning_rate=5e-5,
                     samples=32, prompts_per_step=4, all_seeds=True, eval_steps=6, save_steps=4, sft=True)
-PROTOCOLS = {"v1": V1, "v2": V2, "v2-voxel": V2_VOXEL, "quick": QUICK}
+# Evidence v3 (issue 28; plan fixed in benchmarks/evidence/hypospace_recovery_v3_voxel/protocol.md before any unit):
+# voxel from a WEAK warm start (SFT_STEPS_V3 steps, chosen on the train split's dev fifth), where RL has validity
+# to raise; 5 seeds; arms in the order SFT / GRPO / IPS for every seed, then the continued-SFT control, then MaxEnt
+# and IPS + count bonus; a constant learning rate, so that the budget pilot's plateau is the policy's, not the
+# schedule's. The RL budget is fixed by the pilot's rule (benchmarks/v3_pilots.py budget).
+SFT_STEPS_V3 = None
+STEPS_V3 = None
+V3_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", CONTINUED_SFT, "maxent", "count+ips"),
+                    seeds=(0, 1, 2, 3, 4), steps=STEPS_V3 or 0, learning_rate=5e-5, samples=32, prompts_per_step=4,
+                    all_seeds=True, eval_steps=6, save_steps=4, sft=True, sft_steps=SFT_STEPS_V3, arm_by_arm=True,
+                    full_arms=("count+ips",), lr_scheduler="constant")
+PROTOCOLS = {"v1": V1, "v2": V2, "v2-voxel": V2_VOXEL, "v3-voxel": V3_VOXEL, "quick": QUICK}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -215,11 +242,42 @@ def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
               flush=True)
         start = time.time()
         # checkpoints as for RL runs: a voxel warm start is over an hour on one thread and must survive a stop
-        _divrl(["sft", str(ROOT / "recipes" / "sft" / f"{setting.task}.yaml"), *setting.train_args,
+        steps = ["--max_steps", str(protocol.sft_steps)] if protocol.sft_steps is not None else []
+        _divrl(["sft", str(ROOT / "recipes" / "sft" / f"{setting.task}.yaml"), *setting.train_args, *steps,
                 "--model_name_or_path", MODEL, "--seed", str(seed), "--sample_seed", str(seed),
                 "--save_strategy", "steps", "--save_steps", str(protocol.save_steps), "--save_total_limit", "2",
                 "--output_dir", str(run), *resume], log)
         _add_train_seconds(run / "divrl_benchmark.json", start, resumed=checkpoint is not None)
+    return merged
+
+
+def continue_sft(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
+    """The supervised control: `divrl sft` from seed `seed`'s warm start with the RL runs' budget (optimizer steps,
+    rows per step = completions per RL step, learning rate and schedule); it sees admissible answers drawn uniformly
+    (a fresh draw, every answer once per epoch) where RL sees only the verifier's score of its own samples. Returns
+    the merged model directory."""
+    setting = TASKS[protocol.task]
+    run = state / "runs" / f"{CONTINUED_SFT}-seed{seed}"
+    merged = run / "merged"
+    start_model = warm_start(protocol, seed, state, log)
+    if any(merged.glob("*.safetensors")):
+        return merged
+    if (run / "trainer_state.json").is_file() and (run / "adapter_model.safetensors").is_file():
+        from divrl.sft import merge_adapter
+
+        return merge_adapter(run, merged, base=str(start_model))
+    checkpoint = _resumable_checkpoint(run, ("trainer_state.json",)) if run.is_dir() else None
+    resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
+    print(f"  continued SFT seed {seed}: {protocol.steps} steps", flush=True)
+    start = time.time()
+    _divrl(["sft", str(ROOT / "recipes" / "sft" / f"{setting.task}.yaml"), *setting.train_args,
+            "--model_name_or_path", str(start_model), "--seed", str(seed), "--sample_seed", str(1000 + seed),
+            "--hypotheses_per_instance", str(CONTINUED_SFT_HYPOTHESES), "--max_steps", str(protocol.steps),
+            "--per_device_train_batch_size", str(8 * protocol.prompts_per_step),
+            "--learning_rate", str(protocol.learning_rate), "--logging_steps", "1",
+            "--save_strategy", "steps", "--save_steps", str(protocol.save_steps), "--save_total_limit", "2",
+            "--output_dir", str(run), *resume, *protocol.schedule_args], log)
+    _add_train_seconds(run / "divrl_benchmark.json", start, resumed=checkpoint is not None)
     return merged
 
 
@@ -251,7 +309,8 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
             "--model_name_or_path", model, "--max_steps", str(protocol.steps), "--seed", str(seed),
             "--learning_rate", str(protocol.learning_rate), "--max_completion_length", str(setting.max_new_tokens),
             "--logging_steps", "1", "--save_strategy", "steps", "--save_steps", str(protocol.save_steps),
-            "--save_total_limit", "2", "--output_dir", str(run), *resume, *protocol.extra_train_args], log)
+            "--save_total_limit", "2", "--output_dir", str(run), *resume, *protocol.schedule_args,
+            *protocol.extra_train_args], log)
     _add_train_seconds(run / "divrl_benchmark.json", start, resumed=checkpoint is not None)
     return run
 
@@ -281,7 +340,8 @@ def load_evaluation(state: Path, label: str) -> dict[str, Any]:
 def _results_settings(recorded: dict[str, Any]) -> dict[str, Any]:
     """A recorded protocol less the fields a resumed run may change: the unit order (`priority`) and the methods
     (`resumable` checks that none was dropped: an added arm leaves the finished units' meaning as it was)."""
-    return {key: value for key, value in recorded.items() if key not in ("priority", "methods")}
+    defaults = json.loads(json.dumps(Protocol().__dict__, default=list))  # fields newer than the recorded campaign
+    return {key: value for key, value in {**defaults, **recorded}.items() if key not in ("priority", "methods")}
 
 
 def resumable(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
@@ -293,15 +353,18 @@ def resumable(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
 def plan(protocol: Protocol) -> list[tuple[str, int]]:
     """(method, seed) in the order that makes partial results most useful: every seed of the GRPO/IPS
     comparison first, then the other methods' first seed, then (with `all_seeds`) their later seeds seed by seed,
-    the `priority` methods' before the rest; the SFT model of a seed comes before that seed's first RL run:
-    ("sft", seed)."""
+    the `priority` methods' before the rest (with `arm_by_arm`: each other method's seeds, method by method); the
+    SFT model of a seed comes before that seed's first RL run: ("sft", seed)."""
     head = [(m, s) for s in protocol.seeds for m in protocol.methods if m in MULTI_SEED]
     others = [m for m in protocol.methods if m not in MULTI_SEED]
     later_seeds = protocol.seeds[1:] if protocol.all_seeds else ()
-    tail = [(m, protocol.seeds[0]) for m in others]
-    for first in (True, False):
-        tail += [(m, s) for s in later_seeds for m in others
-                 if (m in protocol.priority) == first and s in protocol.seeds_for(m)]
+    if protocol.arm_by_arm:
+        tail = [(m, s) for m in others for s in protocol.seeds_for(m)]
+    else:
+        tail = [(m, protocol.seeds[0]) for m in others]
+        for first in (True, False):
+            tail += [(m, s) for s in later_seeds for m in others
+                     if (m in protocol.priority) == first and s in protocol.seeds_for(m)]
     units: list[tuple[str, int]] = []
     for method, seed in head + tail:
         if protocol.sft and ("sft", seed) not in units:
@@ -391,8 +454,11 @@ def concentration(evals: list[dict[str, Any]]) -> dict[str, float]:
 
 def bootstrap_means(values: np.ndarray, instance_draws: np.ndarray, seed: int = 0) -> np.ndarray:
     """Hierarchical bootstrap of the mean of `values` (instances, seeds, ...): each resample draws instances
-    (rows of `instance_draws`, shared across methods so differences are paired) and, independently, seeds
-    with replacement, so the interval covers both test-set and training-seed variation."""
+    (rows of `instance_draws`, shared across methods so differences are paired) and seed positions with
+    replacement from a generator seeded with `seed`, the same stream in every call, so two methods with the same
+    number of seeds draw the same positions (their differences are paired by seed as well). With few seeds the seed
+    level can only redraw the seeds there are: with 3 it spans their range, not a 95% range of training seeds (the
+    seed-level t-interval, `seed_level`, is the statistic for that)."""
     rng = np.random.default_rng(seed)
     seeds = values.shape[1]
     means = [values[rows][:, rng.integers(0, seeds, seeds)].mean(axis=(0, 1)) for rows in instance_draws]
@@ -493,6 +559,49 @@ def _paired(summary: dict[str, Any], samples: dict[str, np.ndarray], reference: 
         if metric in samples and metric in reference_samples:
             mean = np.asarray(summary[metric]["mean"]) - np.asarray(reference[metric]["mean"])
             summary[f"{metric}_minus_{name}"] = _interval(mean, samples[metric] - reference_samples[metric])
+
+
+SEED_METRICS = ("recovery_at_n_admissible", "validity")
+
+
+def t_interval(values: list[float], level: float = 0.95) -> dict[str, Any]:
+    """Mean and Student-t interval of independent per-seed values (df = seeds - 1); NaN bounds for one seed."""
+    from scipy import stats
+
+    array = np.asarray(values, dtype=float)
+    mean = float(array.mean()) if len(array) else math.nan
+    if len(array) < 2:
+        return {"mean": mean, "ci_low": math.nan, "ci_high": math.nan, "n": len(array)}
+    half = float(stats.t.ppf(0.5 + level / 2, len(array) - 1) * array.std(ddof=1) / math.sqrt(len(array)))
+    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": len(array)}
+
+
+def per_seed_means(entry: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """Per metric of `SEED_METRICS`, each evaluated seed's mean over the test instances."""
+    _, values = per_instance_values(entry["evals"])
+    return {metric: dict(zip(entry["eval_seeds"], values[metric].mean(axis=0).tolist(), strict=True))
+            for metric in SEED_METRICS if metric in values}
+
+
+def seed_level(collected: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The primary statistic of a multi-seed campaign: per method and metric, the per-seed means with a t-interval
+    over seeds, and the differences paired by seed to GRPO and to the SFT warm starts (seeds both have; df =
+    shared seeds - 1). Seeds, not test instances, are the unit: each seed is its own warm start, training run and
+    evaluation stream."""
+    means = {label: per_seed_means(c) for label, c in collected.items() if c["evals"] and c["eval_seeds"]}
+    rows: dict[str, dict[str, Any]] = {}
+    for label, mine in means.items():
+        row: dict[str, Any] = {}
+        for metric, by_seed in mine.items():
+            row[metric] = {**t_interval(list(by_seed.values())), "per_seed": by_seed}
+            for reference, name in ((METHODS["grpo"], "grpo"), (SFT_LABEL, "sft")):
+                theirs = means.get(reference, {}).get(metric)
+                shared = sorted(set(by_seed) & set(theirs or ()))
+                if label != reference and shared:
+                    row[f"{metric}_minus_{name}"] = {
+                        **t_interval([by_seed[seed] - theirs[seed] for seed in shared]), "seeds": shared}
+        rows[label] = row
+    return rows
 
 
 def _paired_seed_matched(methods: dict[str, dict[str, Any]], samples: dict[str, dict[str, np.ndarray]],
@@ -621,6 +730,7 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
                      "sft": protocol.sft, "priority": list(protocol.priority)},
         "methods": methods,
         "confirmatory": confirmatory(collected, protocol),
+        "seed_level": seed_level(collected),
         "law_fits": fits,
     }
     out.with_suffix(".json").write_text(json.dumps(data, indent=1))
@@ -674,6 +784,40 @@ def sweep_lines(results: Path = RESULTS) -> list[str]:
             "RR@\\|H_O\\| | RR@16 | modal share | results |", "|---|---|---|---|---|---|---|---|", *lines, ""]
 
 
+def _fmt_t(stats: dict[str, Any] | None) -> str:
+    """A seed-level mean with its t-interval ('' when absent, the mean alone for one seed)."""
+    if not stats:
+        return ""
+    if stats["n"] < 2:
+        return f"{stats['mean']:+.3f} (1 seed)" if "seeds" in stats else f"{stats['mean']:.3f} (1 seed)"
+    sign = "+" if "seeds" in stats else ""
+    return f"{stats['mean']:{sign}.3f} [{stats['ci_low']:{sign}.3f}, {stats['ci_high']:{sign}.3f}]"
+
+
+def seed_level_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The primary table: per-seed RR@|H_O| and validity, t-intervals over seeds, differences paired by seed."""
+    if not any(metric in row for row in rows.values() for metric in SEED_METRICS):
+        return []
+    metrics = [m for m in SEED_METRICS if any(m in row for row in rows.values())]
+    names = {"recovery_at_n_admissible": "RR@\\|H_O\\|", "validity": "validity"}
+    header, lines = ["method", "seeds"], []
+    for metric in metrics:
+        header += [f"{names[metric]} per seed", f"{names[metric]} [t 95%]", "- GRPO, by seed [t 95%]",
+                   "- SFT, by seed [t 95%]"]
+    for label, row in rows.items():
+        cells = [label, str(max((row[m]["n"] for m in metrics if m in row), default=0))]
+        for metric in metrics:
+            stats = row.get(metric)
+            per_seed = ", ".join(f"{seed}: {value:.3f}" for seed, value in stats["per_seed"].items()) if stats else ""
+            cells += [per_seed, _fmt_t(stats), _fmt_t(row.get(f"{metric}_minus_grpo")),
+                      _fmt_t(row.get(f"{metric}_minus_sft"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return ["Primary statistic, seed level: each seed's mean over the test instances (a seed is its own warm start, "
+            "training run and evaluation stream); mean and 95% Student-t interval over seeds (df = seeds - 1); "
+            "differences paired by seed with GRPO's and the SFT warm start's run of the same seed:", "",
+            "| " + " | ".join(header) + " |", "|" + "---|" * len(header), *lines, ""]
+
+
 def _headline_row(label: str, method: dict[str, Any], columns: tuple[str, ...]) -> str:
     """One row of the RR@|H_O| headline table (blank cells for comparisons the method lacks)."""
     cells = [_fmt_ci(method[key]) if key in method else "" for key in columns]
@@ -701,12 +845,13 @@ def markdown(data: dict[str, Any], stem: str) -> str:
            "(the base model keeps its 3-shot prompts), " if p.get("sft") else "")
         + f"each method's CPU "
         f"recipe otherwise (population methods: K=3 members share those steps, so the evaluated member trains "
-        f"about a third of them, plus the selection's extra samples). Intervals: 95% hierarchical bootstrap "
-        f"(test instances, and training seeds within a method), so they cover seed-to-seed variation where "
-        f"there are several seeds and cannot where there is one; RR - GRPO is paired on the same instance "
+        f"about a third of them, plus the selection's extra samples). Intervals in brackets below the seed-level "
+        f"table: 95% hierarchical bootstrap, a secondary statistic (test instances, and the seeds a method has "
+        f"redrawn with replacement: with 3 seeds that level spans their range, so it does not cover seed-to-seed "
+        f"variation at 95%; with one seed it cannot see it at all); RR - GRPO is paired on the same instance "
         f"resamples and compares with GRPO's runs of the same seeds (a one-seed method with GRPO seed "
         f"{p['seeds'][0]}; the base model with all GRPO seeds), since seeds differ a lot.",
-        "",
+        "", *seed_level_lines(data.get("seed_level", {})),
         f"| method | seeds | steps done | RR@{p['samples']} [95% CI] | RR - GRPO, same seeds [95% CI] | RR per seed | "
         f"validity | "
         f"uniqueness | distinct valid found | modal share | distinct answers, all instances | wall (s) |",
@@ -815,6 +960,8 @@ def run_unit(protocol: Protocol, unit: tuple[str, int] | None, state: Path, log:
         evaluate(protocol, "base", MODEL, state, log)
     elif unit[0] == "sft":
         evaluate(protocol, unit_label(unit), str(warm_start(protocol, unit[1], state, log)), state, log)
+    elif unit[0] == CONTINUED_SFT:
+        evaluate(protocol, unit_label(unit), str(continue_sft(protocol, unit[1], state, log)), state, log)
     else:
         evaluate(protocol, unit_label(unit), str(train(protocol, *unit, state, log)), state, log)
 
@@ -915,6 +1062,9 @@ def main() -> None:
                  "learning_rate": args.learning_rate, "prompts_per_step": args.prompts_per_step,
                  "sft": True if args.sft else None}
     protocol = Protocol(**{**PROTOCOLS[chosen].__dict__, **{k: v for k, v in overrides.items() if v is not None}})
+    if chosen == "v3-voxel" and (SFT_STEPS_V3 is None or STEPS_V3 is None):
+        raise SystemExit("v3-voxel: the warm start's steps and the RL budget are not fixed yet; run "
+                         "benchmarks/v3_pilots.py (warm-start, then budget) and record them as the protocol says")
     if (protocol.steps < 1 or protocol.samples < 1 or not protocol.seeds or protocol.prompts_per_step < 1
             or args.workers < 1):
         raise SystemExit("--steps, --samples, --prompts-per-step and --workers must be >= 1 and --seeds non-empty")
@@ -924,7 +1074,7 @@ def main() -> None:
     name = args.name or name
     # v2 keeps its finished units' small files (evaluations, trainer states) in git, so a later session on a fresh
     # machine resumes from them (benchmarks/evidence/.gitignore leaves out checkpoints and weights).
-    default_state = Path(__file__).parent / ("evidence" if chosen.startswith("v2") else "state") / name
+    default_state = Path(__file__).parent / ("evidence" if chosen.startswith(("v2", "v3")) else "state") / name
     state = Path(args.state) if args.state else default_state
     settings = state / "protocol.json"
     recorded = json.dumps({k: v for k, v in protocol.__dict__.items()}, sort_keys=True, default=list)

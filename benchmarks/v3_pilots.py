@@ -1,0 +1,134 @@
+"""Evidence v3's two pilots, run before any campaign unit by the rules its protocol fixed in advance.
+
+`warm-start`: how many `divrl sft` steps make a WEAK warm start (held-out validity near 0.5, so RL has validity to
+raise), chosen on the train split alone: each candidate trains on the split's "fit" part and is scored on its "dev"
+fifth (never the test split). `budget`: how many RL steps every arm gets: GRPO seed 0 from the campaign's SFT seed 0
+runs `MAX_BUDGET` steps at the campaign's settings, and the budget is where its training validity stops rising.
+Both write benchmarks/results/v3_pilots.{json,md}; their small files stay under the campaign's evidence folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import hypospace_recovery as bench
+import numpy as np
+
+STATE = Path(__file__).parent / "evidence" / "hypospace_recovery_v3_voxel"
+RESULTS = Path(__file__).parent / "results" / "v3_pilots"
+SFT_CANDIDATES = (6, 9, 12)  # warm-start steps tried (8 rows a step, the SFT recipe's learning rate 2e-4)
+TARGET_VALIDITY = 0.5  # the candidate whose dev validity is nearest wins; fewer steps on a tie
+DEV_SAMPLES = 16  # samples per dev instance
+MAX_BUDGET = 40  # steps of the GRPO budget pilot
+WINDOW = 8  # steps per window of training validity
+PLATEAU_RISE = 0.05  # a window that rises less than this over the window before it ends the budget
+MIN_BUDGET = 16
+
+
+def warm_start_pilot(log: Path) -> dict[str, Any]:
+    """Train every candidate on "fit" and score it on "dev"; the rule picks the steps."""
+    setting = bench.TASKS["voxel"]
+    rows = []
+    for steps in SFT_CANDIDATES:
+        run = STATE / "pilots" / f"sft-fit-{steps}steps"
+        merged = run / "merged"
+        if not any(merged.glob("*.safetensors")):
+            print(f"  warm-start candidate: {steps} steps on the fit split", flush=True)
+            bench._divrl(["sft", str(bench.ROOT / "recipes" / "sft" / f"{setting.task}.yaml"), *setting.train_args,
+                          "--split", "fit", "--max_steps", str(steps), "--model_name_or_path", bench.MODEL,
+                          "--seed", "0", "--sample_seed", "0", "--output_dir", str(run)], log)
+        out = STATE / "pilots" / "eval" / f"sft-fit-{steps}steps"
+        if not (out / "recovery.json").is_file():
+            print(f"  scoring {steps} steps on the dev split ({DEV_SAMPLES} samples per instance)", flush=True)
+            bench._divrl(["eval", "recovery", "--model", str(merged), "--task", setting.task,
+                          *setting.eval_args(zero_shot=True), "--split", "dev", "--samples", str(DEV_SAMPLES),
+                          "--max-new-tokens", str(setting.max_new_tokens), "--out", str(out)], log)
+        entry = json.loads((out / "recovery.json").read_text())["models"][0]
+        rows.append({"steps": steps, "dev_validity": float(np.mean([i["validity"] for i in entry["instances"]])),
+                     "dev_instances": len(entry["instances"])})
+    chosen = min(rows, key=lambda row: (abs(row["dev_validity"] - TARGET_VALIDITY), row["steps"]))
+    return {"candidates": rows, "chosen_steps": chosen["steps"], "rule": f"dev validity nearest {TARGET_VALIDITY}"}
+
+
+def plateau_budget(validity: list[float]) -> dict[str, Any]:
+    """Windows of `WINDOW` steps of training validity; the budget ends the first window (from the second on) that
+    rises less than `PLATEAU_RISE` over the one before it, at least `MIN_BUDGET`; `MAX_BUDGET` if none does."""
+    windows = [float(np.mean(validity[i:i + WINDOW])) for i in range(0, len(validity) - WINDOW + 1, WINDOW)]
+    budget = MAX_BUDGET
+    for j in range(1, len(windows)):
+        if windows[j] - windows[j - 1] < PLATEAU_RISE:
+            budget = max(MIN_BUDGET, WINDOW * (j + 1))
+            break
+    return {"windows": windows, "budget": budget}
+
+
+def budget_pilot(sft_steps: int, log: Path) -> dict[str, Any]:
+    """GRPO seed 0 from the campaign's SFT seed 0 for `MAX_BUDGET` steps (no held-out evaluation: the rule reads
+    training validity); the plateau rule gives the budget."""
+    from divrl.analysis.runs import load_log_history, metric_series
+
+    protocol = bench.Protocol(**{**bench.V3_VOXEL.__dict__, "sft_steps": sft_steps, "steps": MAX_BUDGET,
+                                 "eval_steps": None})
+    setting = bench.TASKS[protocol.task]
+    model = bench.warm_start(protocol, 0, STATE, log)  # the campaign's SFT seed 0, which it then reuses
+    run = STATE / "pilots" / "grpo-budget-seed0"
+    if not ((run / "trainer_state.json").is_file() and any(run.glob("*.safetensors"))):
+        checkpoint = bench._resumable_checkpoint(run) if run.is_dir() else None
+        print(f"  GRPO budget pilot: {MAX_BUDGET} steps" + (f", resuming from {checkpoint.name}" if checkpoint else ""),
+              flush=True)
+        bench._divrl(["train", str(bench.RECIPES / setting.task / "grpo.yaml"), *setting.train_args,
+                      "--per_device_train_batch_size", str(8 * protocol.prompts_per_step), "--n_exemplars", "0",
+                      "--recovery_eval", "false", "--model_name_or_path", str(model),
+                      "--max_steps", str(MAX_BUDGET), "--seed", "0", "--learning_rate", str(protocol.learning_rate),
+                      "--max_completion_length", str(setting.max_new_tokens), "--logging_steps", "1",
+                      "--save_strategy", "steps", "--save_steps", "8", "--save_total_limit", "1",
+                      "--output_dir", str(run), *protocol.schedule_args,
+                      *(["--resume_from_checkpoint", str(checkpoint)] if checkpoint else [])], log)
+    validity = [value for _, value in metric_series(load_log_history(run), "divrl/primary_reward")]
+    return {"validity": validity, **plateau_budget(validity)}
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The pilots' section of BENCHMARKS.md."""
+    lines = ["## Evidence v3 pilots (benchmarks/v3_pilots.py)", "",
+             "Rules fixed in benchmarks/evidence/hypospace_recovery_v3_voxel/protocol.md before they ran.", ""]
+    warm = data.get("warm_start")
+    if warm:
+        lines += [f"Weak warm start, chosen on the train split alone (`divrl sft` on its fit part, {DEV_SAMPLES} "
+                  f"samples per instance of its dev fifth; rule: {warm['rule']}, fewer steps on a tie):", "",
+                  "| SFT steps (8 rows each) | dev validity | dev instances |", "|---|---|---|",
+                  *(f"| {r['steps']}{' (chosen)' if r['steps'] == warm['chosen_steps'] else ''} | "
+                    f"{r['dev_validity']:.3f} | {r['dev_instances']} |" for r in warm["candidates"]), ""]
+    budget = data.get("budget")
+    if budget:
+        windows = ", ".join(f"{w:.3f}" for w in budget["windows"])
+        lines += [f"RL budget: GRPO seed 0, {MAX_BUDGET} steps from SFT seed 0; training validity per window of "
+                  f"{WINDOW} steps: {windows}. Rule: the budget ends the first window that rises less than "
+                  f"{PLATEAU_RISE} over the one before (at least {MIN_BUDGET} steps): **{budget['budget']} steps**.",
+                  ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pilot", choices=["warm-start", "budget"])
+    args = parser.parse_args()
+    (STATE / "pilots").mkdir(parents=True, exist_ok=True)
+    log = STATE / "pilots" / f"{args.pilot}.log.txt"
+    data = json.loads(RESULTS.with_suffix(".json").read_text()) if RESULTS.with_suffix(".json").is_file() else {}
+    if args.pilot == "warm-start":
+        data["warm_start"] = warm_start_pilot(log)
+    else:
+        if "warm_start" not in data:
+            raise SystemExit("run the warm-start pilot first: the budget pilot starts from its chosen warm start")
+        data["budget"] = budget_pilot(data["warm_start"]["chosen_steps"], log)
+    RESULTS.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    RESULTS.with_suffix(".md").write_text(markdown(data))
+    print(markdown(data))
+
+
+if __name__ == "__main__":
+    main()
