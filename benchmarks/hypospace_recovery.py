@@ -240,6 +240,7 @@ def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
         resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
         print(f"  supervised warm start, seed {seed}" + (f", resuming from {checkpoint.name}" if checkpoint else ""),
               flush=True)
+        run.mkdir(parents=True, exist_ok=True)
         start = time.time()
         # checkpoints as for RL runs: a voxel warm start is over an hour on one thread and must survive a stop
         steps = ["--max_steps", str(protocol.sft_steps)] if protocol.sft_steps is not None else []
@@ -268,6 +269,7 @@ def continue_sft(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
         return merge_adapter(run, merged, base=str(start_model))
     checkpoint = _resumable_checkpoint(run, ("trainer_state.json",)) if run.is_dir() else None
     resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
+    run.mkdir(parents=True, exist_ok=True)
     print(f"  continued SFT seed {seed}: {protocol.steps} steps", flush=True)
     start = time.time()
     _divrl(["sft", str(ROOT / "recipes" / "sft" / f"{setting.task}.yaml"), *setting.train_args,
@@ -800,17 +802,18 @@ def seed_level_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
         return []
     metrics = [m for m in SEED_METRICS if any(m in row for row in rows.values())]
     names = {"recovery_at_n_admissible": "RR@\\|H_O\\|", "validity": "validity"}
+    references = [name for name in ("grpo", "sft")
+                  if any(f"{metric}_minus_{name}" in row for row in rows.values() for metric in metrics)]
     header, lines = ["method", "seeds"], []
     for metric in metrics:
-        header += [f"{names[metric]} per seed", f"{names[metric]} [t 95%]", "- GRPO, by seed [t 95%]",
-                   "- SFT, by seed [t 95%]"]
+        header += [f"{names[metric]} per seed", f"{names[metric]} [t 95%]",
+                   *(f"- {name.upper()}, by seed [t 95%]" for name in references)]
     for label, row in rows.items():
         cells = [label, str(max((row[m]["n"] for m in metrics if m in row), default=0))]
         for metric in metrics:
             stats = row.get(metric)
             per_seed = ", ".join(f"{seed}: {value:.3f}" for seed, value in stats["per_seed"].items()) if stats else ""
-            cells += [per_seed, _fmt_t(stats), _fmt_t(row.get(f"{metric}_minus_grpo")),
-                      _fmt_t(row.get(f"{metric}_minus_sft"))]
+            cells += [per_seed, _fmt_t(stats), *(_fmt_t(row.get(f"{metric}_minus_{name}")) for name in references)]
         lines.append("| " + " | ".join(cells) + " |")
     return ["Primary statistic, seed level: each seed's mean over the test instances (a seed is its own warm start, "
             "training run and evaluation stream); mean and 95% Student-t interval over seeds (df = seeds - 1); "

@@ -15,7 +15,8 @@ RESULTS = Path(__file__).parent / "results"
 # follows its known fragment; any other fragment follows alphabetically at the end.
 ORDER = ("demo", "toy", "toy_methods", "toy_flowrl", "flat_group_residue", "trainer_overhead", "population_overhead",
          "verifier_throughput", "molecule_scoring", "cpu_step", "eval_time", "sft_step", "unit_throughput",
-         "hypospace_recovery_v2", "hypospace_recovery_v2_voxel", "hypospace_recovery", "hypospace_recovery_quick")
+         "hypospace_recovery_v3_voxel", "v3_pilots", "hypospace_recovery_v2", "hypospace_recovery_v2_voxel",
+         "hypospace_recovery", "hypospace_recovery_quick")
 
 HEADER = """# divrl benchmarks
 

@@ -443,3 +443,76 @@ def test_training_signals_keep_the_steps_of_the_held_out_evaluations(tmp_path: P
     assert signals["steps"] == 6 and signals["held_out_steps"] == [0, 6]
     assert signals["series"]["held-out RR@8"] == [0.2, 0.1] and len(signals["series"]["validity"]) == 6
     assert bench.training_signals(tmp_path / "missing") == {"steps": 0, "series": {}, "held_out_steps": []}
+
+
+def test_seed_level_intervals_are_student_t_over_seeds_and_paired_by_seed() -> None:
+    # RR@|H_O| per seed: GRPO 0.2 / 0.4 / 0.3, IPS 0.5 / 0.6 / 0.7 (seed 2 of IPS also), SFT 0.45 / 0.55 / 0.5
+    def run(values: list[float]) -> list[dict]:
+        return [{"instances": [{**_eval({i: ([v], 3)})["instances"][0], "recovery_at_n_admissible": v}
+                               for i in ("a", "b")]} for v in values]
+
+    collected = {label: {"evals": run(values), "eval_seeds": [0, 1, 2]} for label, values in (
+        ("GRPO", [0.2, 0.4, 0.3]), ("IPS-GRPO", [0.5, 0.6, 0.7]), ("SFT only", [0.45, 0.55, 0.5]))}
+    rows = bench.seed_level(collected)
+    ips = rows["IPS-GRPO"]["recovery_at_n_admissible"]
+    assert ips["per_seed"] == pytest.approx({0: 0.5, 1: 0.6, 2: 0.7}) and ips["mean"] == pytest.approx(0.6)
+    # t(0.975, 2) = 4.3027; sd of (0.5, 0.6, 0.7) = 0.1
+    assert ips["ci_high"] - ips["mean"] == pytest.approx(4.3027 * 0.1 / 3 ** 0.5, rel=1e-4)
+    versus_grpo = rows["IPS-GRPO"]["recovery_at_n_admissible_minus_grpo"]  # by seed: 0.3, 0.2, 0.4
+    assert versus_grpo["mean"] == pytest.approx(0.3) and versus_grpo["seeds"] == [0, 1, 2]
+    assert versus_grpo["ci_low"] == pytest.approx(0.3 - 4.3027 * 0.1 / 3 ** 0.5, rel=1e-4)
+    versus_sft = rows["IPS-GRPO"]["recovery_at_n_admissible_minus_sft"]  # by seed: 0.05, 0.05, 0.2
+    assert versus_sft["mean"] == pytest.approx(0.1)
+    assert "recovery_at_n_admissible_minus_grpo" not in rows["GRPO"]
+    one = bench.t_interval([0.4])
+    assert one["mean"] == 0.4 and np.isnan(one["ci_low"])
+    table = "\n".join(bench.seed_level_lines(rows))
+    assert "| IPS-GRPO | 3 | 0: 0.500, 1: 0.600, 2: 0.700 | 0.600 [" in table and "+0.300 [" in table
+
+
+def test_v3_plan_completes_sft_grpo_ips_for_every_seed_then_each_other_arm_in_turn() -> None:
+    protocol = bench.Protocol(**{**bench.V3_VOXEL.__dict__, "seeds": (0, 1)})
+    assert bench.plan(protocol) == [
+        ("sft", 0), ("grpo", 0), ("ips", 0), ("sft", 1), ("grpo", 1), ("ips", 1),
+        (bench.CONTINUED_SFT, 0), (bench.CONTINUED_SFT, 1), ("maxent", 0), ("maxent", 1),
+        ("count+ips", 0), ("count+ips", 1)]
+    recorded = json.loads(json.dumps(bench.V2_VOXEL.__dict__, default=list))
+    for newer in ("sft_steps", "arm_by_arm", "full_arms", "lr_scheduler"):  # v2 recorded none of these
+        recorded.pop(newer)
+    assert bench.resumable(recorded, json.loads(json.dumps(bench.V2_VOXEL.__dict__, default=list)))
+
+
+def test_weak_warm_start_and_continued_sft_take_the_protocol_budget(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    commands = _recorded_commands(monkeypatch)
+    protocol = bench.Protocol(**{**bench.V3_VOXEL.__dict__, "sft_steps": 9, "steps": 24})
+    merged = tmp_path / "sft" / "seed3" / "merged"
+    merged.mkdir(parents=True)
+    (merged / "model.safetensors").write_text("")  # the seed's warm start exists: only the control trains
+    assert bench.continue_sft(protocol, 3, tmp_path, tmp_path / "log.txt") == tmp_path / "runs" / "more-sft-seed3" / \
+        "merged"
+    (command,) = commands
+    flag = {name: command[command.index(name) + 1] for name in (
+        "--model_name_or_path", "--max_steps", "--per_device_train_batch_size", "--learning_rate",
+        "--lr_scheduler_type", "--sample_seed", "--seed")}
+    assert flag == {"--model_name_or_path": str(merged), "--max_steps": "24", "--per_device_train_batch_size": "32",
+                    "--learning_rate": "5e-05", "--lr_scheduler_type": "constant", "--sample_seed": "1003",
+                    "--seed": "3"}
+    commands.clear()
+    bench.warm_start(protocol, 4, tmp_path, tmp_path / "log.txt")
+    assert commands[0][commands[0].index("--max_steps") + 1] == "9"
+    commands.clear()
+    bench.train(protocol, "count+ips", 4, tmp_path, tmp_path / "log.txt")
+    train = commands[-1]
+    assert train[1].endswith("hypospace-voxel/count.yaml") and train[train.index("--ips") + 1] == "true"
+    assert train[train.index("--lr_scheduler_type") + 1] == "constant"
+    assert protocol.seeds_for("count+ips") == (0, 1, 2, 3, 4)
+
+
+def test_v3_budget_pilot_rule_stops_at_the_first_window_that_barely_rises() -> None:
+    import v3_pilots
+
+    rising = [0.4] * 8 + [0.5] * 8 + [0.6] * 8 + [0.62] * 8 + [0.7] * 8
+    assert v3_pilots.plateau_budget(rising)["budget"] == 32
+    assert v3_pilots.plateau_budget([0.5] * 40)["budget"] == v3_pilots.MIN_BUDGET
+    assert v3_pilots.plateau_budget([0.1 * (i // 8) for i in range(40)])["budget"] == v3_pilots.MAX_BUDGET
