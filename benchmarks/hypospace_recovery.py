@@ -297,7 +297,8 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
         return run
     run.mkdir(parents=True, exist_ok=True)
     checkpoint = _resumable_checkpoint(run)
-    resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else []
+    # from scratch over what a stopped attempt left (a trainer state committed without its weights, a log) on purpose
+    resume = ["--resume_from_checkpoint", str(checkpoint)] if checkpoint else ["--overwrite_output_dir", "true"]
     print(f"  training {method} seed {seed}: {protocol.steps} steps"
           + (f", resuming from {checkpoint.name}" if checkpoint else ""), flush=True)
     start = time.time()

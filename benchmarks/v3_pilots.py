@@ -86,7 +86,8 @@ def budget_pilot(sft_steps: int, log: Path) -> dict[str, Any]:
                       "--max_completion_length", str(setting.max_new_tokens), "--logging_steps", "1",
                       "--save_strategy", "steps", "--save_steps", "8", "--save_total_limit", "1",
                       "--output_dir", str(run), *protocol.schedule_args,
-                      *(["--resume_from_checkpoint", str(checkpoint)] if checkpoint else [])], log)
+                      *(["--resume_from_checkpoint", str(checkpoint)] if checkpoint else
+                        ["--overwrite_output_dir", "true"])], log)
     validity = [value for _, value in metric_series(load_log_history(run), "divrl/primary_reward")]
     return {"validity": validity, **plateau_budget(validity)}
 

@@ -76,6 +76,9 @@ class TrainScriptArguments(TaskArguments):
         "help": "JSONL file of prompts to train on, one {\"prompt\": ...} per line (e.g. OUT/exploration.jsonl of "
                 "`divrl sample-reference --split`, DPH-RL's exploration set): rows of the split whose prompt is not "
                 "listed are dropped. Default: every row."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Train from scratch into an output_dir that already holds a run (checkpoints or a trainer state); "
+                "without it `divrl train` refuses, so that a forgotten --resume_from_checkpoint loses no run."})
     dry_run: bool = field(default=False, metadata={
         "help": f"Build everything with the recipe's settings on a tiny local model and run one step, on the CPU "
                 f"(use_cpu, no bf16, float32, no vLLM), writing into OUTPUT_DIR/{DRY_RUN_SUBDIR} (never the real run's "
@@ -292,14 +295,34 @@ def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
     return script_args, training_args, model_args
 
 
+def check_output_dir(output_dir: str, resume: str | bool | None, overwrite: bool) -> None:
+    """Refuse to train from scratch into a folder holding a run: its checkpoints would be rotated away unasked."""
+    from divrl.trainers.checkpoint import TRAINER_STATE_FILE
+
+    folder = Path(output_dir)
+    held = sorted(p.name for p in folder.glob("checkpoint-*")) + (
+        [TRAINER_STATE_FILE] if (folder / TRAINER_STATE_FILE).is_file() else [])
+    if held and not resume and not overwrite:
+        raise ValueError(f"output_dir {output_dir!r} already holds a run ({', '.join(held[:3])}): resume with "
+                         "--resume_from_checkpoint true, or pass --overwrite_output_dir true to train from scratch")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Train from a recipe; resumes with --resume_from_checkpoint (a path, or true for the latest)."""
+    from divrl.trainers.divrl_trainer import RunFinished
+
     script_args, training_args, model_args = parse_recipe(argv)
-    trainer = build_trainer(script_args, training_args, model_args)
     resume = training_args.resume_from_checkpoint
     if isinstance(resume, str) and resume.lower() in ("true", "false"):
         resume = resume.lower() == "true"
-    trainer.train(resume_from_checkpoint=resume or None)
+    if not script_args.dry_run:  # a dry run writes into its own OUTPUT_DIR/dry-run
+        check_output_dir(training_args.output_dir, resume, script_args.overwrite_output_dir)
+    trainer = build_trainer(script_args, training_args, model_args)
+    try:
+        trainer.train(resume_from_checkpoint=resume or None)
+    except RunFinished as finished:
+        print(f"divrl train: nothing to do: {finished}", flush=True)
+        return 0
     trainer.save_model(training_args.output_dir)
     trainer.save_state()  # trainer_state.json in the run dir: what `divrl plot` and `divrl fit-law` read
     # Ranks other than 0 reach the end right after training's last collective; tearing down then can deadlock

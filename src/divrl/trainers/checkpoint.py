@@ -8,6 +8,10 @@ into `checkpoint-N` BEFORE calling it, each atomically (a temporary file renamed
 - a process killed anywhere inside a save leaves the previous checkpoints untouched (rotation comes last) and
   at most an incomplete `checkpoint-N` (no or a truncated `trainer_state.json`, or a method state file missing),
   which `resume_from_checkpoint=True` skips with a one-line warning naming it (`last_complete_checkpoint`).
+After the save divrl writes `divrl_manifest.json` (every file's size), last: a checkpoint whose files no longer
+match it (a truncated adapter or optimizer, e.g. a disk that filled up, a copy cut short) is skipped the same way.
+A checkpoint without a manifest (older runs, or a kill between the save and the manifest) is checked by reading
+what can be read cheaply: JSON files parse, safetensors headers fit their files, torch files' zip directories open.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import json
 import logging
 import os
 import re
+import struct
+import zipfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +30,7 @@ import torch
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE_FILE = "trainer_state.json"  # transformers' TRAINER_STATE_NAME: the last file of a checkpoint
+MANIFEST_FILE = "divrl_manifest.json"  # written after everything else: each file's size in bytes
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")  # transformers' PREFIX_CHECKPOINT_DIR pattern
 
 
@@ -47,8 +54,53 @@ def atomic_save(obj: Any, path: str) -> None:
     os.replace(temporary, path)
 
 
+def _files(checkpoint: str) -> dict[str, int]:
+    """Every file under `checkpoint` (relative path -> size), the manifest and temporary files left out."""
+    sizes = {}
+    for folder, _, names in os.walk(checkpoint):
+        for name in names:
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, checkpoint)
+            if relative != MANIFEST_FILE and not name.endswith(".tmp"):
+                sizes[relative] = os.path.getsize(path)
+    return sizes
+
+
+def write_manifest(checkpoint: str) -> None:
+    """Record every file's size in `checkpoint`, atomically; call it when the checkpoint is complete."""
+    temporary = os.path.join(checkpoint, f"{MANIFEST_FILE}.tmp")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump({"files": _files(checkpoint)}, handle, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, os.path.join(checkpoint, MANIFEST_FILE))
+
+
+def _unreadable(path: str) -> str | None:
+    """Why a checkpoint file cannot be read, checked cheaply by its kind (None: it reads, or its kind is unknown)."""
+    name = os.path.basename(path)
+    try:
+        if name.endswith(".json"):
+            with open(path, encoding="utf-8") as handle:
+                json.load(handle)
+        elif name.endswith(".safetensors"):
+            with open(path, "rb") as handle:
+                (header_size,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(header_size))
+            ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"]
+            if 8 + header_size + max(ends, default=0) > os.path.getsize(path):
+                return "truncated"
+        elif name.endswith((".pt", ".pth", ".bin")):
+            with zipfile.ZipFile(path):  # torch.save's format: a zip whose directory sits at the end of the file
+                pass
+    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, zipfile.BadZipFile):
+        return "unreadable"
+    return None
+
+
 def incomplete_reason(checkpoint: str, required_files: Sequence[str] = ()) -> str | None:
-    """Why `checkpoint` cannot be resumed from (its save was interrupted), or None when it is complete."""
+    """Why `checkpoint` cannot be resumed from (its save was interrupted or a file was cut short since), or None
+    when it is complete."""
     state = os.path.join(checkpoint, TRAINER_STATE_FILE)
     if not os.path.isfile(state):
         return f"no {TRAINER_STATE_FILE}"
@@ -58,7 +110,22 @@ def incomplete_reason(checkpoint: str, required_files: Sequence[str] = ()) -> st
     except (OSError, ValueError):
         return f"unreadable {TRAINER_STATE_FILE}"
     missing = [name for name in required_files if not os.path.isfile(os.path.join(checkpoint, name))]
-    return f"no {', '.join(missing)}" if missing else None
+    if missing:
+        return f"no {', '.join(missing)}"
+    sizes = _files(checkpoint)
+    try:
+        with open(os.path.join(checkpoint, MANIFEST_FILE), encoding="utf-8") as handle:
+            recorded = json.load(handle)["files"]
+    except FileNotFoundError:
+        recorded = None
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"unreadable {MANIFEST_FILE}"
+    if recorded is not None:
+        changed = [f"{name} ({sizes.get(name, 0)} of {size} bytes)" for name, size in sorted(recorded.items())
+                   if sizes.get(name) != size]
+        return f"{', '.join(changed)} differ from {MANIFEST_FILE}" if changed else None
+    unreadable = [f"{name} {why}" for name in sorted(sizes) if (why := _unreadable(os.path.join(checkpoint, name)))]
+    return ", ".join(unreadable) or None
 
 
 def last_complete_checkpoint(output_dir: str, required_files: Sequence[str] = ()) -> str | None:
@@ -74,6 +141,6 @@ def last_complete_checkpoint(output_dir: str, required_files: Sequence[str] = ()
         reason = incomplete_reason(path, required_files)
         if reason is None:
             return path
-        logger.warning("resume_from_checkpoint=True: skipping incomplete checkpoint %s (%s; its save was "
-                       "interrupted)", path, reason)
+        logger.warning("resume_from_checkpoint=True: skipping incomplete checkpoint %s (%s: its save was "
+                       "interrupted or a file was damaged since)", path, reason)
     return None

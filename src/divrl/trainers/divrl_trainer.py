@@ -64,7 +64,14 @@ from divrl.core import (
 from divrl.core.archive import AddStatus
 from divrl.core.divergence import truncated_importance_weights
 from divrl.task import completion_text
-from divrl.trainers.checkpoint import atomic_save, checkpoint_dir, last_complete_checkpoint
+from divrl.trainers.checkpoint import (
+    TRAINER_STATE_FILE,
+    atomic_save,
+    checkpoint_dir,
+    incomplete_reason,
+    last_complete_checkpoint,
+    write_manifest,
+)
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 from divrl.trainers.flowrl import LOG_Z_FILE, FlowRLMixin
@@ -734,6 +741,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             atomic_save({**self.method_state_dict(), "task": task_states},
                         os.path.join(checkpoint_dir(self, trial), STATE_FILE))
         super()._save_checkpoint(model, trial)
+        if self.args.should_save:  # last: a checkpoint whose files later differ from it is not resumed from
+            write_manifest(checkpoint_dir(self, trial))
 
     def keeps_method_state(self) -> bool:
         """Whether an enabled method (or the task) has state that a checkpoint's divrl_state.pt must restore:
@@ -751,11 +760,41 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             [POPULATION_STATE_FILE] if self.args.population else [])
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):  # noqa: D102
-        if resume_from_checkpoint is True:  # the latest COMPLETE checkpoint: skip one whose save was interrupted
-            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir, self.method_state_files())
-            if resume_from_checkpoint is None:
-                raise ValueError(f"No valid checkpoint found in output directory ({self.args.output_dir})")
+        resume_from_checkpoint = self.resume_target(resume_from_checkpoint)
         return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def resume_target(self, resume_from_checkpoint: str | bool | None) -> str | None:
+        """The checkpoint `train` resumes from. True: the newest complete one, skipping (with a one-line warning)
+        any whose save was interrupted or whose files were damaged since; when a run's only checkpoints are such
+        (a kill inside its first save), training starts from scratch with a warning. A path must be complete.
+        Raises `RunFinished` for a checkpoint already at max_steps: resuming it would train past the run's end."""
+        if resume_from_checkpoint is None or resume_from_checkpoint is False:
+            return None
+        output_dir = self.args.output_dir
+        if resume_from_checkpoint is True:
+            checkpoint = last_complete_checkpoint(output_dir, self.method_state_files())
+            if checkpoint is None:
+                started = os.path.isdir(output_dir) and any(name.startswith("checkpoint-")
+                                                            for name in os.listdir(output_dir))
+                if not started:
+                    raise ValueError(f"resume_from_checkpoint=True: no checkpoint in {output_dir!r} to resume from")
+                logger.warning("resume_from_checkpoint=True: %s holds no complete checkpoint (its first save was "
+                               "interrupted): training from scratch", output_dir)
+                return None
+        else:
+            checkpoint = str(resume_from_checkpoint)
+            reason = incomplete_reason(checkpoint, self.method_state_files()) if os.path.isdir(checkpoint) else (
+                "no such folder")
+            if reason is not None:
+                raise ValueError(f"resume_from_checkpoint: {checkpoint!r} cannot be resumed from ({reason}); pass "
+                                 "true to resume from the newest complete checkpoint")
+        with open(os.path.join(checkpoint, TRAINER_STATE_FILE), encoding="utf-8") as handle:
+            saved = json.load(handle)
+        end = self.args.max_steps if self.args.max_steps > 0 else saved.get("max_steps", 0)
+        if end and saved.get("global_step", 0) >= end:
+            raise RunFinished(f"{checkpoint} is at step {saved['global_step']} of max_steps {end}: the run has "
+                              "finished, nothing to train (raise max_steps to train further)")
+        return checkpoint
 
     def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
         super()._load_optimizer_and_scheduler(checkpoint)
@@ -787,6 +826,10 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             raise ValueError(f"resume_from_checkpoint: {checkpoint!r} holds the task state of {len(task_states)} "
                              f"process(es), this run has {self.accelerator.num_processes}: resume with as many")
         self.task.load_state_dict(task_states[self.accelerator.process_index])
+
+
+class RunFinished(ValueError):
+    """Resuming would train past the run's end: its checkpoint is already at max_steps."""
 
 
 def quantized_base(model: Any, model_init_kwargs: dict | None, quantization_config: Any) -> str | None:
