@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -542,3 +543,36 @@ def test_modal_share_counts_unreadable_samples_in_the_denominator_only() -> None
 
     assert modal_share(["a", "a", "b", None]) == 0.5
     assert modal_share([None, None]) == 0.0 and modal_share(["x"]) == 1.0
+
+
+def test_a_resumed_evaluation_draws_what_an_uninterrupted_one_draws(tiny_qwen3: Path) -> None:
+    """Issue 29 item 9: a real sampler, killed after its first chunk, then resumed from what was recorded."""
+    from divrl.sampling import SamplingConfig, TransformersSampler, load_for_sampling
+    from divrl.tasks.hypospace.recovery import sample_instances
+
+    model, tokenizer = load_for_sampling(str(tiny_qwen3), quantize="none", dtype="float32")
+    sampler = TransformersSampler(model, tokenizer, SamplingConfig(max_new_tokens=6, seed=3))
+    build = TASK.prompts_for("chat")
+
+    def sample(**kwargs: Any) -> list[list[str]]:
+        return sample_instances(INSTANCES, sampler, 4, "parallel", build, TASK.parse, instances_per_call=2,
+                                progress=False, seed=3, **kwargs)
+
+    uninterrupted = sample()
+    recorded: dict[str, list[str]] = {}
+
+    class Killed(Exception):
+        pass
+
+    def record_then_die(chunk: Sequence[Instance], completions: list[list[str]]) -> None:
+        recorded.update(zip((i.id for i in chunk), completions, strict=True))
+        raise Killed
+
+    sampler.reseed(12345)  # whatever the stream was doing before the kill
+    with pytest.raises(Killed):
+        sample(on_chunk=record_then_die)
+    assert len(recorded) == 2
+    sampler.reseed(999)  # a new process seeds its own way
+    assert sample(done=recorded) == uninterrupted
+    assert sample(done={INSTANCES[0].id: recorded[INSTANCES[0].id]}) == uninterrupted  # a half-recorded chunk
+    assert len({tuple(c) for c in uninterrupted}) > 1  # the draws do differ between chunks and instances

@@ -26,11 +26,14 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 class Sampler(Protocol):
-    """`sampler(prompts, n)`: n completion strings for each prompt, in prompt order."""
+    """`sampler(prompts, n)`: n completion strings for each prompt, in prompt order; `reseed(seed)` restarts the
+    random stream, so the same call after the same reseed draws the same completions (what resuming relies on)."""
 
     has_chat_template: bool
 
     def __call__(self, prompts: Sequence[Prompt], n: int = 1) -> list[list[str]]: ...
+
+    def reseed(self, seed: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,6 @@ class TransformersSampler:
     def __init__(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: SamplingConfig, cpu_fast: bool = True
     ) -> None:
-        import torch
 
         if cpu_fast and model.device.type == "cpu":
             from divrl.trainers.cpu_fast import add_decode_lm_head, add_decode_sampler
@@ -179,7 +181,13 @@ class TransformersSampler:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
-        torch.manual_seed(config.seed)
+        self.reseed(config.seed)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the random stream of the draws that follow (torch's global generator, which generate uses)."""
+        import torch
+
+        torch.manual_seed(seed)
 
     def _input_ids(self, prompt: Prompt) -> list[int]:
         if isinstance(prompt, str):
@@ -257,6 +265,7 @@ class VLLMSampler:
         from divrl.models import resolve_model_name
 
         self.config = config
+        self.request_seed: int | None = None  # per-request seed from `reseed`; None: the engine's own stream
         self.lora_request = None
         path = Path(name_or_path).expanduser()
         adapter = adapter_config(path)
@@ -278,6 +287,10 @@ class VLLMSampler:
         self.llm = LLM(model=resolve_model_name(name_or_path), seed=config.seed, dtype=dtype, **llm_kwargs)
         self.has_chat_template = bool(getattr(self.llm.get_tokenizer(), "chat_template", None))
 
+    def reseed(self, seed: int) -> None:
+        """Seed the requests that follow (vLLM's per-request seed)."""
+        self.request_seed = seed
+
     def __call__(self, prompts: Sequence[Prompt], n: int = 1) -> list[list[str]]:
         from vllm import SamplingParams
 
@@ -290,6 +303,7 @@ class VLLMSampler:
             top_k=config.top_k or -1,
             max_tokens=config.max_new_tokens,
             stop=list(config.stop) or None,
+            seed=self.request_seed,
         )
         outputs: list[list[str]] = [[] for _ in prompts]
         text_idx = [i for i, p in enumerate(prompts) if isinstance(p, str)]

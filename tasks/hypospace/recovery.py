@@ -18,6 +18,7 @@ tests feed chosen answers and `divrl eval recovery` feeds a real model.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -123,28 +124,32 @@ def sample_instances(
     progress: bool = True,
     done: Mapping[str, list[str]] | None = None,
     on_chunk: Callable[[Sequence[Instance], list[list[str]]], None] | None = None,
+    seed: int | None = None,
 ) -> list[list[str]]:
     """`samples` completions per instance (one count for all, or one per instance) under `protocol`; sequential
-    rounds list earlier readable proposals. Instances in `done` (id -> completions, e.g. from an interrupted run)
-    are not sampled again; `on_chunk(instances, completions)` sees each chunk as it finishes."""
+    rounds list earlier readable proposals. Instances go in fixed chunks of `instances_per_call`; a chunk whose
+    instances are all in `done` (id -> completions, e.g. from an interrupted run) is not sampled again, any other
+    is sampled whole; `on_chunk(instances, completions)` sees each chunk as it finishes. With `seed`, a sampler
+    that can `reseed` restarts its stream at every chunk from (seed, the chunk's first instance id), so a resumed
+    evaluation draws exactly what an uninterrupted one would."""
     from tqdm.auto import tqdm
 
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
     done = done or {}
-    pending, counts = [], []
-    for instance, count in zip(instances, _counts(instances, samples), strict=True):
-        if instance.id not in done:
-            pending.append(instance)
-            counts.append(count)
-        elif len(done[instance.id]) != count:
+    all_counts = _counts(instances, samples)
+    for instance, count in zip(instances, all_counts, strict=True):
+        if instance.id in done and len(done[instance.id]) != count:
             raise ValueError(f"{len(done[instance.id])} completions recorded for {instance.id}, {count} wanted")
+    chunks = [(instances[start : start + instances_per_call], all_counts[start : start + instances_per_call])
+              for start in range(0, len(instances), instances_per_call)]
+    pending = [(chunk, wanted) for chunk, wanted in chunks if any(i.id not in done for i in chunk)]
     sampled: dict[str, list[str]] = {}
-    with tqdm(total=len(instances), initial=len(instances) - len(pending), desc="instances", unit="inst",
-              disable=not progress) as bar:
-        for start in range(0, len(pending), instances_per_call):
-            chunk = pending[start : start + instances_per_call]
-            wanted = counts[start : start + instances_per_call]
+    with tqdm(total=len(instances), initial=len(instances) - sum(len(chunk) for chunk, _ in pending),
+              desc="instances", unit="inst", disable=not progress) as bar:
+        for chunk, wanted in pending:
+            if seed is not None and hasattr(sampler, "reseed"):
+                sampler.reseed(chunk_seed(seed, chunk[0].id))
             produced: list[list[str]] = [[] for _ in chunk]
             if protocol == "parallel":
                 for n in dict.fromkeys(wanted):  # one call per distinct count, in order of appearance
@@ -166,7 +171,12 @@ def sample_instances(
             if on_chunk is not None:
                 on_chunk(chunk, produced)
             bar.update(len(chunk))
-    return [done[instance.id] if instance.id in done else sampled[instance.id] for instance in instances]
+    return [sampled[instance.id] if instance.id in sampled else done[instance.id] for instance in instances]
+
+
+def chunk_seed(seed: int, instance_id: str) -> int:
+    """The sampling seed of the chunk that starts with `instance_id`: fixed by the evaluation's seed and the id."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{instance_id}".encode()).digest()[:4], "little")
 
 
 def bootstrap_mean(values: np.ndarray, resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
@@ -223,17 +233,19 @@ def evaluate_recovery(
     progress: bool = True,
     done: Mapping[str, list[str]] | None = None,
     on_chunk: Callable[[Sequence[Instance], list[list[str]]], None] | None = None,
+    sample_seed: int | None = None,
 ) -> dict[str, Any]:
     """Per-instance curves and metrics (`score_proposals`) plus their macro-averages (`summarize`).
 
     `samples` is N for every instance, or one N per instance (e.g. `samples_per_instance`); `done` and
-    `on_chunk` resume an interrupted evaluation (`sample_instances`).
+    `on_chunk` resume an interrupted evaluation, `sample_seed` seeds each chunk's draws (`sample_instances`).
     """
     if not instances:
         raise ValueError(f"no instances to evaluate for {task.name}")
     build_prompt = build_prompt or task.prompts_for("chat")
     completions = sample_instances(
-        instances, sampler, samples, protocol, build_prompt, task.parse, instances_per_call, progress, done, on_chunk
+        instances, sampler, samples, protocol, build_prompt, task.parse, instances_per_call, progress, done, on_chunk,
+        sample_seed,
     )
     per_instance = [_score(task, i, c, keep_completions) for i, c in zip(instances, completions, strict=True)]
     return {**summarize(per_instance, resamples, seed), "n_instances": len(per_instance), "instances": per_instance}

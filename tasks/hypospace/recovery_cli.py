@@ -132,8 +132,9 @@ def _check_model_exists(model: str) -> None:
 class PartialCompletions:
     """The completions of one model's finished instances, appended to a JSONL file after each chunk so that an
     interrupted evaluation resumes where it stopped (`done`). The file is named by a hash of the evaluation's
-    settings and starts with them, so other settings never read or overwrite it. The sampler is seeded again when
-    a run resumes, so the remaining instances get other random draws than an uninterrupted run would give them."""
+    settings and starts with them, so other settings never read or overwrite it. Each chunk of instances is sampled
+    from its own seed (`sample_instances`), so a resumed evaluation draws for the rest what an uninterrupted one
+    would."""
 
     def __init__(self, directory: Path, settings: dict[str, Any]) -> None:
         self.settings = json.loads(json.dumps(settings, sort_keys=True))  # as read back from the file
@@ -247,6 +248,7 @@ def _run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             done=partial.done,
             on_chunk=partial.add,
+            sample_seed=config.seed,
         )
         results.append({"label": label, "model": model, "prompt_style": style, **result,
                         "resumed_instances": len(partial.done)})
