@@ -617,3 +617,31 @@ def test_kl_cov_adds_the_absolute_log_ratio_on_the_top_covariance_tokens(tiny_qw
     trainer.args.cov_method = None
     without = trainer.compute_loss(trainer.model, inputs).item()
     assert with_term - without == pytest.approx(2.0 * 0.5, rel=1e-4)  # every token selected (ratio 1)
+
+
+class _AllHooksTask(_CellTask):
+    """Cells by digit, outcome = the text, and an embedding for novelty: every bonus has what it needs."""
+
+    def outcome_key(self, completion: str, **_: Any) -> str:
+        return completion
+
+    def embed(self, completion: str, **_: Any) -> list[float]:
+        return [float(ord(completion[0])), float(completion[1])]
+
+
+def test_no_shaping_bonus_can_be_farmed_by_an_output_the_task_scores_0(tiny_qwen3: Path, tmp_path: Path) -> None:
+    """Issue 29 item 10: z* completions score 0 (invalid); they fill new cells, are novel and unseen, and still earn
+    no QD, novelty or count bonus, and their cells stay empty for a valid completion to fill later."""
+    steps = [["z1", "z2", "z3", "a1", "z4", "z5", "z6", "z7"], ["a4", "z8", "a2", "a1", "z9", "a5", "a6", "a7"]]
+    reward = _reward_table({text: 0.0 if text[0] == "z" else 1.0 for step in steps for text in step})
+    trainer, record = _train_scripted(tiny_qwen3, tmp_path, steps, reward, task=_AllHooksTask(), qd=True,
+                                      qd_dims=[10], novelty_coef=0.3, count_bonus_coef=0.5, ips_outcome_key="text")
+    for step, row in zip(steps, record, strict=True):
+        for text, bonus in zip(step, row["divrl_bonus"], strict=True):
+            assert (bonus == 0.0) == text.startswith("z"), (text, bonus)
+    from divrl.trainers.divrl_trainer import GLOBAL_ARCHIVE
+
+    archive = trainer.diversity_state.archive(GLOBAL_ARCHIVE)
+    assert archive.stats().num_elites == 6  # the cells of a1, a2, a4, a5, a6, a7: no z made an elite
+    assert logged(trainer.state.log_history, "qd/new_cells") == [1.0, 5.0]  # a4 fills the cell z4 never took
+    assert len(trainer.diversity_state.novelty) == 7  # only the 7 valid completions are remembered

@@ -99,6 +99,10 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "Bonus for a completion that fills an empty cell (seed 000: beta_new = 0.5). Default 0.5."))
     qd_beta_imp: float = field(default=0.3, metadata=_help(
         "Bonus for a completion that improves a cell's elite (seed 000: beta_imp = 0.3). Default 0.3."))
+    qd_min_reward: float = field(default=0.0, metadata=_help(
+        "Archive (and pay a bonus to) only completions whose first reward function scores above this, so an output "
+        "the task scores 0 (an invalid answer, a molecule the sanity gate rejects) never fills or improves a cell. "
+        "Default 0.0."))
     qd_archive: str = field(default="global", metadata=_help(
         "'global': one archive for all prompts (seed 000 has a single context); 'prompt': one archive per "
         "distinct prompt. Default 'global'."))
@@ -261,6 +265,7 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
                "qd_ranges", f"every (low, high) needs low < high, got {self.qd_ranges}")
         _check(self.qd_dims is None or self.qd_ranges is None or len(self.qd_dims) == len(self.qd_ranges),
                "qd_ranges", f"has {len(self.qd_ranges or [])} ranges but qd_dims has {len(self.qd_dims or [])} dims")
+        _check(math.isfinite(self.qd_min_reward), "qd_min_reward", f"must be a finite number, got {self.qd_min_reward}")
         _check(self.qd_beta_new >= 0 and self.qd_beta_imp >= 0, "qd_beta_new",
                f"archive bonuses must be >= 0, got qd_beta_new={self.qd_beta_new}, qd_beta_imp={self.qd_beta_imp}")
         _check(self.maxent_alpha_lr > 0, "maxent_alpha_lr", f"must be > 0, got {self.maxent_alpha_lr}")

@@ -376,6 +376,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             metrics["semantic/classes"].append(float(len(self.diversity_state.clusters)))
         elif self.hooks.outcome_key is not None:
             keys = gather_object([self.hooks.outcome_key(t, **c) for t, c in zip(texts, columns, strict=True)])
+        primary = rewards_per_func[:, 0].cpu()  # the task's own score (validity for HypoSpace), before any scaling
         if self.args.ips:
             # The IPS factor 1 / max(p_hat, epsilon) per completion = ips_scale of unit rewards.
             scaled = ips_scale(torch.ones(len(keys)), keys, self.num_generations, self.args.ips_epsilon)
@@ -389,11 +390,12 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         if self._has_bonus_column:
             bonus = torch.zeros(len(task_reward))
             if self.args.qd:
-                bonus += self._archive_bonus(texts, columns, prompts, task_reward)
+                eligible = primary > self.args.qd_min_reward
+                bonus += self._archive_bonus(texts, columns, prompts, task_reward.where(eligible, math.nan))
             if self.args.novelty_enabled:
-                bonus += self._novelty_bonus(texts, columns, completion_ids_list)
+                bonus += self._novelty_bonus(texts, columns, completion_ids_list, primary > 0)
             if self.args.count_bonus_enabled:
-                bonus += self._count_bonus(keys, prompts, rewards_per_func[:, 0].cpu())
+                bonus += self._count_bonus(keys, prompts, primary)
             bonus[torch.isnan(task_reward)] = math.nan  # unscorable completions stay unscorable
             rewards_per_func[:, -1] = bonus.to(rewards_per_func.device, rewards_per_func.dtype)
         return rewards_per_func
@@ -436,7 +438,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     def _archive_bonus(self, texts: list[str], columns: list[dict], prompts: list, objectives: torch.Tensor
                        ) -> torch.Tensor:
-        """Insert the global batch into the archive(s) and return beta_new / beta_imp bonuses (seed 000, Eq. 3)."""
+        """Insert the global batch into the archive(s) and return beta_new / beta_imp bonuses (seed 000, Eq. 3);
+        a NaN objective (unscorable, or not above `qd_min_reward`) is not archived and earns nothing."""
         state = self.diversity_state
         descriptors = gather_object([self.hooks.behavior(t, **c) for t, c in zip(texts, columns, strict=True)])
         objective_list = objectives.tolist()
@@ -484,10 +487,12 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         local = hashed_ngram_embedding(texts) if kind == "ngram" else self._pooled_hidden_states(completion_ids_list)
         return gather(local.to(self.accelerator.device)).cpu().float()
 
-    def _novelty_bonus(self, texts: list[str], columns: list[dict], completion_ids_list: list) -> torch.Tensor:
-        """gamma x mean distance to the k nearest remembered embeddings, then remember the batch (seed 000, Eq. 5)."""
+    def _novelty_bonus(self, texts: list[str], columns: list[dict], completion_ids_list: list,
+                       scored: torch.Tensor) -> torch.Tensor:
+        """gamma x mean distance to the k nearest remembered embeddings, then remember the batch (seed 000, Eq. 5);
+        only completions the task scores above 0 (`scored`) are paid or remembered."""
         embeddings = self._global_embeddings(self.args.novelty_embedding, texts, columns, completion_ids_list)
-        valid = ~torch.isnan(embeddings).any(dim=1)
+        valid = ~torch.isnan(embeddings).any(dim=1) & scored  # an output the task scores 0 earns no novelty
         memory = self.diversity_state.novelty
         novelty = torch.zeros(len(embeddings))
         if valid.any():
