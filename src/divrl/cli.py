@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import typing
 from collections.abc import Sequence
 
 # Top-level subcommands: name -> module with `register(subparsers)`.
@@ -32,9 +33,17 @@ EVAL_COMMANDS: dict[str, str] = {
 }
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """An argument parser (and, through `add_subparsers`, its subcommands') whose errors are one line naming the
+    command and the problem, not the usage block before it."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the full parser, importing each subcommand module (all are light at import time)."""
-    parser = argparse.ArgumentParser(prog="divrl", description="RL fine-tuning without diversity collapse.")
+    parser = OneLineErrors(prog="divrl", description="RL fine-tuning without diversity collapse.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         importlib.import_module(module).register(subparsers)

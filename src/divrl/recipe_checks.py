@@ -153,8 +153,33 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# Numbers that must be >= 0 (and finite, as every number a user sets must be): a NaN or inf here trains NaN weights.
+NON_NEGATIVE = ("beta", "weight_decay", "epsilon", "epsilon_high", "max_grad_norm", "adam_epsilon")
+
+
+def _check_numbers(configs: Sequence[Any], origin: RecipeOrigin) -> None:
+    """Every float the recipe or the command line sets is finite; the `NON_NEGATIVE` ones are >= 0;
+    top_entropy_quantile is a share in [0, 1]."""
+    for config in configs:
+        for field in dataclasses.fields(config):
+            value = getattr(config, field.name, None)
+            if field.name not in origin.recipe_fields | origin.cli_fields or not isinstance(value, float):
+                continue
+            if not math.isfinite(value):
+                _fail(origin, field.name, f"must be a finite number, got {value!r}")
+            if field.name in NON_NEGATIVE and value < 0:
+                _fail(origin, field.name, f"must be >= 0, got {value!r}")
+            if field.name == "top_entropy_quantile" and not 0 <= value <= 1:
+                _fail(origin, field.name, f"is the share of tokens kept, in [0, 1], got {value!r}")
+
+
 def check_recipe_values(script_args: Any, training_args: Any, model_args: Any, origin: RecipeOrigin) -> None:
     """Values the dataclasses accept but training cannot use; checked before anything is built."""
+    _check_numbers((script_args, training_args, model_args), origin)
+    prompts = getattr(script_args, "train_prompts", None)
+    if prompts is not None and not Path(prompts).expanduser().is_file():
+        kind = "is a directory: name the JSONL file in it" if Path(prompts).expanduser().is_dir() else "does not exist"
+        _fail(origin, "train_prompts", f"{prompts!r} {kind}")
     if not isinstance(script_args.task_args, dict):
         _fail(origin, "task_args", f"must be a mapping of task parameters (e.g. {{grid: 3}}), got "
                                    f"{script_args.task_args!r}")

@@ -199,17 +199,41 @@ def dry_run_model(training_args: Any) -> str:
     return str(path)
 
 
+def _unique_key_loader() -> type:
+    """yaml's SafeLoader refusing a mapping that repeats a key (SafeLoader keeps the last value silently)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice (the first would be ignored)", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
 def load_recipe_file(config_path: str) -> dict[str, Any]:
     """The recipe's YAML mapping, or a ValueError naming the file and what is wrong with it."""
     import yaml
 
     path = Path(config_path)
+    if path.is_dir():
+        raise ValueError(f"recipe file {config_path!r} is a directory: name a YAML recipe in it "
+                         "(see recipes/README.md)")
     if not path.is_file():
         raise ValueError(f"recipe file {config_path!r} does not exist (see recipes/README.md for the shipped ones)")
     try:
-        recipe = yaml.safe_load(path.read_text())
+        recipe = yaml.load(path.read_text(), Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as error:
-        raise ValueError(f"recipe file {config_path!r} is not valid YAML: {error}") from None
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ValueError(f"recipe file {config_path!r} is not valid YAML: {problem}{where}") from None
     if not isinstance(recipe, dict):
         raise ValueError(f"recipe file {config_path!r} must hold a YAML mapping of field: value, "
                          f"got {type(recipe).__name__}")

@@ -9,7 +9,8 @@ into `checkpoint-N` BEFORE calling it, each atomically (a temporary file renamed
   at most an incomplete `checkpoint-N` (no or a truncated `trainer_state.json`, or a method state file missing),
   which `resume_from_checkpoint=True` skips with a one-line warning naming it (`last_complete_checkpoint`).
 After the save divrl writes `divrl_manifest.json` (every file's size), last: a checkpoint whose files no longer
-match it (a truncated adapter or optimizer, e.g. a disk that filled up, a copy cut short) is skipped the same way.
+match it (a truncated adapter or optimizer, e.g. a disk that filled up, a copy cut short; a JSON file only when it
+no longer parses, since people edit trainer states) is skipped the same way.
 A checkpoint without a manifest (older runs, or a kill between the save and the manifest) is checked by reading
 what can be read cheaply: JSON files parse, safetensors headers fit their files, torch files' zip directories open.
 """
@@ -120,9 +121,10 @@ def incomplete_reason(checkpoint: str, required_files: Sequence[str] = ()) -> st
         recorded = None
     except (OSError, ValueError, KeyError, TypeError):
         return f"unreadable {MANIFEST_FILE}"
-    if recorded is not None:
+    if recorded is not None:  # a JSON file may be edited by hand: it counts as damaged only when it does not parse
         changed = [f"{name} ({sizes.get(name, 0)} of {size} bytes)" for name, size in sorted(recorded.items())
-                   if sizes.get(name) != size]
+                   if sizes.get(name) != size and not (name.endswith(".json") and name in sizes
+                                                       and _unreadable(os.path.join(checkpoint, name)) is None)]
         return f"{', '.join(changed)} differ from {MANIFEST_FILE}" if changed else None
     unreadable = [f"{name} {why}" for name in sorted(sizes) if (why := _unreadable(os.path.join(checkpoint, name)))]
     return ", ".join(unreadable) or None

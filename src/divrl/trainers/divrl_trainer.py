@@ -138,6 +138,9 @@ class DiversityState:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state saved by `state_dict` (the enabled methods must match)."""
+        if state["archives"] and not self.archive_dims:
+            raise ValueError("the checkpoint has qd state (archives) but this config does not enable qd: resume with "
+                             "the run's config")
         self.archives = {}
         for key, archive_state in state["archives"].items():
             self.archive(key).load_state_dict(archive_state)
@@ -815,7 +818,10 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {STATE_FILE}; it was not written by a "
                              "divrl trainer, so the method state (archive, novelty memory, ...) cannot be restored")
         state = torch.load(path, weights_only=True)
-        self.load_method_state_dict(state)
+        try:
+            self.load_method_state_dict(state)
+        except ValueError as error:
+            raise ValueError(f"resume_from_checkpoint: {path}: {error}") from None
         self._load_task_state(state.get("task"), checkpoint)
 
     def _load_task_state(self, task_states: list[dict[str, Any]] | None, checkpoint: str) -> None:

@@ -17,6 +17,9 @@ from typing import Any
 
 def read_prompts(path: Path, column: str) -> list[Any]:
     """Prompts from a JSONL file (one object per line holding `column`: a string or a list of chat messages)."""
+    if path.is_dir():
+        raise ValueError(f"prompts file {str(path)!r} is a directory: name the JSONL file in it (e.g. "
+                         f"{str(path / 'exploration.jsonl')!r})")
     if not path.is_file():
         raise ValueError(f"prompts file {str(path)!r} does not exist")
     prompts = []
