@@ -65,3 +65,9 @@ def test_bad_input_names_the_problem() -> None:
         OutcomeCounts(1.0).load_state_dict({"coef": 1.0})
     with pytest.raises(ValueError, match=r"\[context, outcome key, count >= 1\]"):
         OutcomeCounts(1.0).load_state_dict({"coef": 1.0, "scope": "prompt", "counts": [["p", "a", 0]]})
+
+
+def test_a_boolean_count_is_refused_on_load() -> None:
+    counts = OutcomeCounts(0.5, "prompt")
+    with pytest.raises(ValueError, match="count >= 1"):
+        counts.load_state_dict({"coef": 0.5, "scope": "prompt", "counts": [["p", "o", True]]})

@@ -53,3 +53,9 @@ def test_vendi_score_of_embeddings_equals_the_cosine_kernel_score_either_way_rou
         assert vendi_score_of_embeddings(x) == pytest.approx(vendi_score(unit @ unit.T), rel=1e-9)
     assert vendi_score_of_embeddings(torch.zeros(3, 2)) == pytest.approx(1.0)  # zero rows: one shared item
     assert vendi_score_of_embeddings(torch.tensor([[0.0, 0.0], [1.0, 0.0]])) == pytest.approx(2.0)
+
+
+def test_vendi_score_of_a_nan_similarity_is_nan_not_an_error() -> None:
+    from divrl.core.metrics import vendi_score
+
+    assert math.isnan(vendi_score(torch.tensor([[1.0, float("nan")], [float("nan"), 1.0]])))

@@ -66,3 +66,13 @@ def test_k_outside_the_group_is_refused(k: int, size: int) -> None:
     with pytest.raises(ValueError, match="1 <= k <= group_size"):
         passk_advantages([0.0] * size, size, k)
 
+
+
+def test_a_nan_reward_is_left_out_of_its_group_not_spread_over_it() -> None:
+    nan = float("nan")
+    rewards = torch.tensor([1.0, 0.0, nan, 0.0, 0.0, 1.0, 0.0, 1.0])
+    advantages = passk_advantages(rewards, 4, 2)
+    assert torch.isfinite(advantages).all() and advantages[2] == 0.0
+    assert torch.equal(advantages[[0, 1, 3]], passk_advantages(torch.tensor([1.0, 0.0, 0.0]), 3, 2))
+    assert torch.equal(advantages[4:], passk_advantages(rewards[4:], 4, 2))  # the other group is untouched
+    assert torch.equal(passk_advantages(torch.full((4,), nan), 4, 2), torch.zeros(4))

@@ -176,3 +176,13 @@ def test_rdkit_log_is_silenced_only_inside_our_calls(capfd: pytest.CaptureFixtur
     assert "SMILES Parse Error" not in capfd.readouterr().err
     assert Chem.MolFromSmiles("C1CC") is None  # outside our calls RDKit's logging is as the user left it
     assert "SMILES Parse Error" in capfd.readouterr().err
+
+
+def test_long_completions_are_read_but_not_memoised() -> None:
+    from divrl.tasks.molecules.chem import CACHED_TEXT_CHARS, _extract_cached, clear_extraction_cache
+
+    clear_extraction_cache()
+    long_text = "CCO " + "x" * (CACHED_TEXT_CHARS + 1)  # a 1 MB completion must not sit in the cache
+    assert extract_smiles(long_text) == "CCO"
+    assert _extract_cached.cache_info().currsize == 0
+    assert extract_smiles("CCO") == "CCO" and _extract_cached.cache_info().currsize == 1

@@ -42,6 +42,7 @@ _SKIP = rf"(?:{_NOISE}|\s)*"
 _CONTINUATION = re.compile(rf"{_SKIP}(?:([,;&]|{_ARROW})|(?:and\s+)?[A-Za-z](?!\w){_SKIP}(?:{_ARROW}))", re.IGNORECASE)
 # How an answer that must go on ends: with a separator or an arrow.
 _OPEN_END = re.compile(rf"(?:[,;&]|\band|{_ARROW}){_SKIP}$", re.IGNORECASE)
+OPEN_END_WINDOW = 256  # characters at the end of an answer where a trailing separator or arrow is looked for
 _BULLET = re.compile(r"[-*•]\s+(?=[A-Za-z$\\(\[{`])")
 _STRICT = re.compile(r"[A-Z] ?-> ?[A-Z](?:[,;] ?[A-Z] ?-> ?[A-Z])*")
 _PAIR = re.compile(r"([A-Z]) ?-> ?([A-Z])")
@@ -174,7 +175,8 @@ class CausalTask(HypoSpaceTask):
                 return None
             line = _unbullet(line)
             continuation = _CONTINUATION.match(line)
-            if _OPEN_END.search(answer) or continuation and continuation.group(1):
+            # the open end sits at the end of what was read so far: searching only its tail keeps this linear
+            if _OPEN_END.search(answer[-OPEN_END_WINDOW:]) or continuation and continuation.group(1):
                 answer += " " + line
             elif continuation:
                 answer += ", " + line

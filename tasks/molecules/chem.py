@@ -46,6 +46,7 @@ MAX_SMILES_CHARS = 400
 MAX_SCANNED_CHARS = 20_000  # only this prefix of the answer text is searched for a SMILES token
 MAX_CANDIDATES = 64  # at most this many distinct SMILES-shaped strings are handed to RDKit per completion
 EXTRACTION_CACHE_SIZE = 4096  # completion texts whose extracted SMILES are memoised (see the module docstring)
+CACHED_TEXT_CHARS = 2048  # longer completions are not memoised: 4096 cached texts stay under ~32 MB
 _MAX_TOKEN_CHARS = MAX_SMILES_CHARS + 8  # a token this long can still be a SMILES in prose wrapping
 
 # Outside brackets SMILES letters can only be organic-subset atoms; RDKit writes dative bonds as -> and <-.
@@ -183,9 +184,13 @@ def extract_smiles(completion: Any, *, first_line: bool = False) -> str | None:
     Plausible = parses (see `parse_smiles`), contains carbon (words such as "I" or "NO" parse as molecules
     too, and this task is about organic molecules) and has a canonical SMILES (see `canonical_smiles`).
     `first_line=True` reads only the first token of the first line (a completion continuing "SMILES:").
-    Memoised by completion text (`EXTRACTION_CACHE_SIZE` most recent texts).
+    Memoised by completion text (`EXTRACTION_CACHE_SIZE` most recent texts of at most `CACHED_TEXT_CHARS`
+    characters, so the cache stays within tens of MB whatever a model writes; longer texts are read uncached).
     """
-    return _extract_cached(completion_text(completion), bool(first_line))
+    text = completion_text(completion)
+    if len(text) > CACHED_TEXT_CHARS:
+        return _extract_text(text, bool(first_line))
+    return _extract_cached(text, bool(first_line))
 
 
 def answer_smiles(completion: Any, prompt: Any = None) -> str | None:

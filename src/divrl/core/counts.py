@@ -63,7 +63,7 @@ class OutcomeCounts:
         check_state_keys(state, ("coef", "scope", "counts"), "OutcomeCounts")
         counts: Counter = Counter()
         for entry in state["counts"]:
-            if len(entry) != 3 or not isinstance(entry[2], int) or entry[2] < 1:
+            if len(entry) != 3 or not isinstance(entry[2], int) or isinstance(entry[2], bool) or entry[2] < 1:
                 raise ValueError(f"OutcomeCounts entries must be [context, outcome key, count >= 1], got {entry!r}")
             counts[(entry[0], entry[1])] = entry[2]
         self._configure(float(state["coef"]), str(state["scope"]))

@@ -110,7 +110,13 @@ def uniform_coverage_ceiling(samples: int, hits: int, targets: int, draws: int) 
     targets = _check_int("targets", targets)
     if targets < 1:
         raise ValueError(f"targets must be >= 1, got {targets}")
-    total = math.comb(samples, draws)
-    miss = sum(math.comb(hits, m) * math.comb(samples - hits, draws - m) / total * (1 - 1 / targets) ** m
-               for m in range(min(hits, draws) + 1))
+    # hypergeometric weights in log space: exact big-integer binomials cost seconds at thousands of samples
+    log_total = _log_comb(samples, draws)
+    miss = sum(math.exp(_log_comb(hits, m) + _log_comb(samples - hits, draws - m) - log_total) * (1 - 1 / targets) ** m
+               for m in range(max(0, draws - (samples - hits)), min(hits, draws) + 1))
     return 1.0 - miss
+
+
+def _log_comb(n: int, r: int) -> float:
+    """log C(n, r) for 0 <= r <= n."""
+    return math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)

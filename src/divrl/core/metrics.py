@@ -43,12 +43,14 @@ def _effective_number(weights: torch.Tensor) -> float:
 def vendi_score(similarity: torch.Tensor) -> float:
     """Vendi score (Friedman & Dieng 2023): exp of the Shannon entropy of the eigenvalues of K / n, for an n x n
     positive semi-definite similarity K with unit diagonal: the effective number of distinct items (1 for n copies
-    of one item, n for n mutually orthogonal ones); 0.0 for no items."""
+    of one item, n for n mutually orthogonal ones); 0.0 for no items, NaN when a similarity is not finite."""
     if similarity.dim() != 2 or similarity.shape[0] != similarity.shape[1]:
         raise ValueError(f"similarity must be a square (n, n) matrix, got shape {tuple(similarity.shape)}")
     n = similarity.shape[0]
     if n == 0:
         return 0.0
+    if not torch.isfinite(similarity).all():
+        return math.nan
     return _effective_number(torch.linalg.eigvalsh(similarity.double() / n))
 
 

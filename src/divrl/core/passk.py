@@ -40,12 +40,23 @@ def passk_advantages(
     """Per-sample advantages of the best-of-k objective (Pass@k Training's bootstrap, in closed form).
 
     `rewards` holds contiguous groups of `group_size`; `scale` divides by the std of the subset maxima (the
-    paper's normalisation; False only centres). Exact for any real rewards and ties; O(N log N) per group.
+    paper's normalisation; False only centres). Exact for any real rewards and ties; O(N log N) per group. A NaN
+    reward (an unscorable sample) is left out of its group's subsets and gets advantage 0; the others are those of
+    their group without it (k capped at the samples left).
     """
     rewards = as_float_tensor(rewards, "rewards")
     num_groups = check_groups(rewards.numel(), group_size)
     if not 1 <= k <= group_size:
         raise ValueError(f"pass@k needs 1 <= k <= group_size, got k={k} with group_size={group_size}")
+    if torch.isnan(rewards).any():
+        groups = rewards.detach().view(num_groups, group_size)
+        advantages = torch.zeros_like(groups)
+        for group, row in zip(advantages, groups, strict=True):
+            scored = ~torch.isnan(row)
+            if scored.any():
+                left = int(scored.sum())
+                group[scored] = passk_advantages(row[scored], left, min(k, left), scale, eps)
+        return advantages.reshape(-1)
     values = rewards.detach().double().view(num_groups, group_size)
     sorted_values, order = values.sort(dim=1, stable=True)
     position = torch.arange(1, group_size + 1, dtype=torch.float64)  # 1-based sorted rank

@@ -58,6 +58,7 @@ class LeaderClusters:
         earlier = len(self)
         best_earlier = (vectors @ self.leaders.T).max(dim=1) if earlier else None
         founded: list[int] = []  # rows of `vectors` that found a class in this call
+        new_leaders = torch.empty_like(vectors)  # their vectors, filled in place (no copy of them per row)
         keys: list[int | None] = []
         for row in range(len(vectors)):
             if not usable[row]:
@@ -66,13 +67,14 @@ class LeaderClusters:
             similarity, best = (-math.inf, -1) if best_earlier is None else (
                 float(best_earlier.values[row]), int(best_earlier.indices[row]))
             if founded:
-                recent = vectors[founded] @ vectors[row]
+                recent = new_leaders[: len(founded)] @ vectors[row]
                 position = int(recent.argmax())
                 if float(recent[position]) > similarity:  # ties go to the older class, as one argmax over all
                     similarity, best = float(recent[position]), earlier + position
             if best >= 0 and (similarity >= self.threshold or earlier + len(founded) >= self.max_leaders):
                 keys.append(best)
                 continue
+            new_leaders[len(founded)] = vectors[row]
             founded.append(row)
             keys.append(earlier + len(founded) - 1)
         self._append(vectors[founded])
