@@ -208,6 +208,7 @@ def test_resume_restores_log_z_head(full_run, tiny_qwen3: Path, tmp_path: Path) 
     foreign = tmp_path / "foreign"
     shutil.copytree(checkpoint, foreign)
     (foreign / LOG_Z_FILE).unlink()
+    (foreign / "divrl_manifest.json").unlink()  # written by divrl trainers only
     with pytest.raises(ValueError, match=f"has no {LOG_Z_FILE}"):
         _train_scripted(_checkpointed_trainer(tiny_qwen3, tmp_path / "again"), resume=str(foreign))
 

@@ -67,11 +67,14 @@ def test_splits_are_deterministic_disjoint_and_complete(task: HypoSpaceTask) -> 
     assert task.split("test", seed=4) != test
     limited = task.split("all", seed=3, limit=5)
     assert len(limited) == 5 and {i.id for i in task.split("test", seed=3, limit=5)} <= {i.id for i in limited}
+    dev, fit = task.split("dev", seed=4), task.split("fit", seed=4)  # train's held-out fifth and the rest
+    assert {i.id for i in dev} | {i.id for i in fit} == {i.id for i in task.split("train", seed=4)}
+    assert not {i.id for i in dev} & {i.id for i in fit} and len(dev) == round(0.2 * (len(dev) + len(fit)))
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"split": "dev"}, "unknown split"), ({"test_fraction": 1.5}, "test_fraction"), ({"limit": 0}, "limit")],
+    [({"split": "validation"}, "unknown split"), ({"test_fraction": 1.5}, "test_fraction"), ({"limit": 0}, "limit")],
 )
 def test_split_arguments_are_checked(kwargs: dict, message: str) -> None:
     args = {"split": "test", **kwargs}

@@ -61,6 +61,7 @@ def test_resume_restores_method_state(tiny_qwen3: Path, tmp_path: Path) -> None:
     foreign = tmp_path / "foreign"
     shutil.copytree(checkpoint, foreign)
     (foreign / STATE_FILE).unlink()  # e.g. a checkpoint of a plain GRPOTrainer: refuse rather than lose state
+    (foreign / "divrl_manifest.json").unlink()  # written by divrl trainers only
     with pytest.raises(ValueError, match=f"has no {STATE_FILE}"):
         _run(tiny_qwen3, tmp_path / "again", resume=str(foreign))
 

@@ -175,7 +175,6 @@ def _check_numbers(configs: Sequence[Any], origin: RecipeOrigin) -> None:
 
 def check_recipe_values(script_args: Any, training_args: Any, model_args: Any, origin: RecipeOrigin) -> None:
     """Values the dataclasses accept but training cannot use; checked before anything is built."""
-    _check_numbers((script_args, training_args, model_args), origin)
     prompts = getattr(script_args, "train_prompts", None)
     if prompts is not None and not Path(prompts).expanduser().is_file():
         kind = "is a directory: name the JSONL file in it" if Path(prompts).expanduser().is_dir() else "does not exist"
@@ -219,6 +218,7 @@ def check_recipe_values(script_args: Any, training_args: Any, model_args: Any, o
     if blocking is not None:
         problem = "is an existing file" if blocking == output_dir else f"lies under {blocking}, which is a file"
         _fail(origin, "output_dir", f"{training_args.output_dir!r} {problem}, not a directory")
+    _check_numbers((script_args, training_args, model_args), origin)  # after the fields with their own message
 
 
 def check_task_settings(task: Any, script_args: Any, training_args: Any, origin: RecipeOrigin) -> None:

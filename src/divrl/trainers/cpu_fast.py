@@ -187,19 +187,26 @@ Undo = Callable[[], None]
 
 
 def patch_attribute(obj: Any, name: str, value: Any, marker: str, marker_value: Any = True) -> Undo:
-    """Set the instance attribute `name` (and `marker`) of `obj`; the returned callable puts back what was there."""
+    """Set the instance attribute `name` (and `marker`) of `obj`; the returned callable puts back what was there,
+    where the attribute still holds what this patch set: a value someone set since is theirs, and stays."""
     saved = {key: obj.__dict__[key] for key in (name, marker) if key in obj.__dict__}
+    installed = {name: value, marker: marker_value}
 
     def undo() -> None:
+        if obj.__dict__.get(name, _MISSING) is not value:  # replaced since: neither it nor the marker is ours to undo
+            return
         for key in (name, marker):
             if key in saved:
                 setattr(obj, key, saved[key])
-            elif key in obj.__dict__:
+            elif obj.__dict__.get(key, _MISSING) is installed[key]:
                 delattr(obj, key)
 
     setattr(obj, name, value)
     setattr(obj, marker, marker_value)
     return undo
+
+
+_MISSING = object()
 
 
 def _prompt_sharing_allowed(backbone: torch.nn.Module) -> bool:
@@ -430,6 +437,13 @@ def _plain_sampling(causal_lm: Any, kwargs: dict[str, Any]) -> bool:
     return mode == GenerationMode.SAMPLE and not config.stop_strings
 
 
+def _class_generate(causal_lm: Any) -> Callable[..., Any]:
+    """The class's `generate` bound to `causal_lm` as Python would bind it without the instance patch: a function
+    (or an autospec'd one) becomes a bound method; a class-level mock, which is no descriptor, is called as is."""
+    generate = type(causal_lm).generate
+    return generate.__get__(causal_lm, type(causal_lm)) if hasattr(type(generate), "__get__") else generate
+
+
 def add_decode_sampler(causal_lm: Any, sampled_logps_sink: Callable[[torch.Tensor], None] | None = None) -> Undo:
     """Make `causal_lm.generate` sample with `cpu_sample` when it samples plainly and no `custom_generate` is
     given; beam search, assisted decoding and the rest run transformers' own code. `sampled_logps_sink` receives
@@ -444,7 +458,7 @@ def add_decode_sampler(causal_lm: Any, sampled_logps_sink: Callable[[torch.Tenso
         # scripted_generation) still apply.
         if custom_generate is None and _plain_sampling(causal_lm, kwargs):
             custom_generate = sampler
-        return type(causal_lm).generate(causal_lm, *args, custom_generate=custom_generate, **kwargs)
+        return _class_generate(causal_lm)(*args, custom_generate=custom_generate, **kwargs)
 
     return patch_attribute(causal_lm, "generate", generate_with_cpu_sampler, _SAMPLER_MARKER)
 

@@ -166,6 +166,9 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     # Config fields a preset subclass switches on (applied to the fields the user did not set).
     preset: ClassVar[dict[str, Any]] = {}
+    # Read by TRL hooks that tests and subclasses call on objects `__init__` did not build (object.__new__, a Mock
+    # with spec): outside `_compute_loss` no loss forward is being captured.
+    _capturing_loss_forward: bool = False
 
     def __init__(
         self,
@@ -407,14 +410,17 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         return self.args.unlikeliness_enabled
 
     def _generate(self, prompts: list):  # noqa: D102 (TRL hook)
-        self._sampled_logps.clear()
+        sampled_logps = self.__dict__.get("_sampled_logps")  # absent on an object __init__ did not build
+        if sampled_logps is not None:
+            sampled_logps.clear()
         result = super()._generate(prompts)
         if self.args.unlikeliness_enabled and self.model.training:
             prompt_ids, completion_ids, tool_mask, _, sampling_logps, *_ = result
-            if sampling_logps is None and tool_mask is None and len(self._sampled_logps) == 1:
-                sampling_logps = _leading_logps(self._sampled_logps[0], completion_ids)
+            if sampling_logps is None and tool_mask is None and sampled_logps is not None and len(sampled_logps) == 1:
+                sampling_logps = _leading_logps(sampled_logps[0], completion_ids)
             self._generated = (prompt_ids, completion_ids, sampling_logps)
-        self._sampled_logps.clear()
+        if sampled_logps is not None:
+            sampled_logps.clear()
         return result
 
     @torch.no_grad()
@@ -791,8 +797,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
                 return None
         else:
             checkpoint = str(resume_from_checkpoint)
-            reason = incomplete_reason(checkpoint, self.method_state_files()) if os.path.isdir(checkpoint) else (
-                "no such folder")
+            # method state files are left to the resume hooks, whose messages say what a missing one means
+            reason = incomplete_reason(checkpoint) if os.path.isdir(checkpoint) else "no such folder"
             if reason is not None:
                 raise ValueError(f"resume_from_checkpoint: {checkpoint!r} cannot be resumed from ({reason}); pass "
                                  "true to resume from the newest complete checkpoint")
