@@ -92,6 +92,14 @@ def budget_pilot(sft_steps: int, log: Path) -> dict[str, Any]:
     return {"validity": validity, **plateau_budget(validity)}
 
 
+def prepare_warm_starts(sft_steps: int, seeds: list[int], log: Path) -> None:
+    """Train and merge the campaign's SFT warm starts of `seeds` (the campaign's own `warm_start` command, which
+    the campaign then finds done) while the budget pilot runs; their evaluations are campaign units."""
+    protocol = bench.Protocol(**{**bench.V3_VOXEL.__dict__, "sft_steps": sft_steps})
+    for seed in seeds:
+        bench.warm_start(protocol, seed, STATE, log)
+
+
 def markdown(data: dict[str, Any]) -> str:
     """The pilots' section of BENCHMARKS.md."""
     lines = ["## Evidence v3 pilots (benchmarks/v3_pilots.py)", "",
@@ -115,16 +123,22 @@ def markdown(data: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pilot", choices=["warm-start", "budget"])
+    parser.add_argument("pilot", choices=["warm-start", "budget", "warm-starts"],
+                        help="warm-start, budget: the two pilots; warm-starts: train the campaign's SFT warm starts of "
+                             "--seeds with the chosen steps (no evaluation) beside the budget pilot")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4])
     args = parser.parse_args()
     (STATE / "pilots").mkdir(parents=True, exist_ok=True)
     log = STATE / "pilots" / f"{args.pilot}.log.txt"
     data = json.loads(RESULTS.with_suffix(".json").read_text()) if RESULTS.with_suffix(".json").is_file() else {}
     if args.pilot == "warm-start":
         data["warm_start"] = warm_start_pilot(log)
+    elif "warm_start" not in data:
+        raise SystemExit(f"run the warm-start pilot first: `{args.pilot}` starts from its chosen warm start")
+    elif args.pilot == "warm-starts":
+        prepare_warm_starts(data["warm_start"]["chosen_steps"], args.seeds, log)
+        return
     else:
-        if "warm_start" not in data:
-            raise SystemExit("run the warm-start pilot first: the budget pilot starts from its chosen warm start")
         data["budget"] = budget_pilot(data["warm_start"]["chosen_steps"], log)
     RESULTS.with_suffix(".json").write_text(json.dumps(data, indent=1))
     RESULTS.with_suffix(".md").write_text(markdown(data))
