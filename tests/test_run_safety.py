@@ -121,3 +121,18 @@ def test_a_run_whose_only_checkpoint_is_incomplete_starts_again(
     assert any("holds no complete checkpoint" in r.getMessage() and "training from scratch" in r.getMessage()
                for r in caplog.records)
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 1
+
+
+def test_evaluating_a_truncated_adapter_is_one_line(tiny_qwen3: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    adapter = tmp_path / "adapter"
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_qwen3), LoraConfig(r=2, target_modules="all-linear")
+                   ).save_pretrained(adapter)
+    _truncate(adapter / "adapter_model.safetensors")
+    assert cli_main(["eval", "recovery", "--model", str(adapter), "--task", "hypospace-voxel", "--samples", "2",
+                     "--limit", "4", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"model '{adapter}': adapter_model.safetensors truncated" in err and "Traceback" not in err

@@ -137,8 +137,11 @@ def load_for_sampling(
     """Model and tokenizer for generation: a hub id, a local checkpoint, `embedded:NAME`, or a PEFT adapter
     directory (e.g. a TRL LoRA checkpoint), loaded on its base model. Missing paths give a ValueError."""
     from divrl.models import load_model_and_tokenizer, resolve_model_name
+    from divrl.trainers.checkpoint import damaged_weight_files
 
     path = Path(name_or_path).expanduser()
+    if path.is_dir() and (damaged := damaged_weight_files(str(path))):
+        raise ValueError(f"model {name_or_path!r}: {', '.join(damaged)} (a copy or save cut short?)")
     adapter = adapter_config(path)
     if adapter is not None:
         from peft import PeftModel

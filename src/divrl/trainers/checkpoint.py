@@ -92,11 +92,23 @@ def _unreadable(path: str) -> str | None:
             if 8 + header_size + max(ends, default=0) > os.path.getsize(path):
                 return "truncated"
         elif name.endswith((".pt", ".pth", ".bin")):
-            with zipfile.ZipFile(path):  # torch.save's format: a zip whose directory sits at the end of the file
-                pass
+            with open(path, "rb") as handle:
+                zipped = handle.read(2) == b"PK"  # torch.save's format since torch 1.6; older pickles go unchecked
+            if zipped:
+                with zipfile.ZipFile(path):  # the zip's directory sits at the end of the file: a cut loses it
+                    pass
+            elif os.path.getsize(path) == 0:
+                return "empty"
     except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, zipfile.BadZipFile):
         return "unreadable"
     return None
+
+
+def damaged_weight_files(folder: str) -> list[str]:
+    """'NAME truncated' / 'NAME unreadable' for each weight file (safetensors, torch) in `folder` that cannot be
+    read whole, checked cheaply (headers and zip directories, not the tensors)."""
+    names = sorted(name for name in os.listdir(folder) if name.endswith((".safetensors", ".bin", ".pt")))
+    return [f"{name} {why}" for name in names if (why := _unreadable(os.path.join(folder, name)))]
 
 
 def incomplete_reason(checkpoint: str, required_files: Sequence[str] = ()) -> str | None:
