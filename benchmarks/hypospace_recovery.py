@@ -546,6 +546,38 @@ def plot_training(methods: dict[str, dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def plot_frontier(rows: dict[str, dict[str, Any]], methods: dict[str, dict[str, Any]], path: Path, title: str) -> bool:
+    """The results figure: RR@|H_O| against validity, one point per arm and seed (each arm's mean over seeds marked
+    larger), the base model as a cross; False (nothing drawn) when no arm has both per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = {label: row for label, row in rows.items() if all(metric in row for metric in SEED_METRICS)}
+    if not arms:
+        return False
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    for label, row in arms.items():
+        seeds = sorted(row["validity"]["per_seed"])
+        validity = [row["validity"]["per_seed"][s] for s in seeds]
+        recovery = [row["recovery_at_n_admissible"]["per_seed"][s] for s in seeds]
+        points = ax.scatter(validity, recovery, s=22, alpha=0.6, label=f"{label} ({len(seeds)} seeds)")
+        ax.scatter([np.mean(validity)], [np.mean(recovery)], s=110, color=points.get_facecolor()[0],
+                   edgecolor="black", marker="s" if label == SFT_LABEL else "o")
+    base = methods.get(BASE_LABEL)
+    if base and "recovery_at_n_admissible" in base:
+        ax.scatter([base["validity"]["mean"]], [base["recovery_at_n_admissible"]["mean"]], marker="x", s=80,
+                   color="black", label=BASE_LABEL)
+    ax.set(xlabel="validity (held-out, per seed)", ylabel="RR@|H_O| (held-out, per seed)", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def _fmt_ci(stats: dict[str, Any], index: int | None = None) -> str:
     pick = (lambda v: v[index]) if index is not None else (lambda v: v)
     return f"{pick(stats['mean']):.3f} [{pick(stats['ci_low']):.3f}, {pick(stats['ci_high']):.3f}]"
@@ -719,6 +751,9 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
                       f"{setting.task} {setting.params}: held-out recovery, {MODEL}")
     if any(m["training"] for m in methods.values()):
         plot_training(methods, out.with_name(f"{stem}_training.png"))
+    rows = seed_level(collected)
+    plot_frontier(rows, methods, out.with_name(f"{stem}_frontier.png"),
+                  f"{setting.task}: coverage against validity, per seed")
     data = {
         "benchmark": "hypospace_recovery",
         "date": datetime.date.today().isoformat(),
@@ -733,7 +768,7 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
                      "sft": protocol.sft, "priority": list(protocol.priority)},
         "methods": methods,
         "confirmatory": confirmatory(collected, protocol),
-        "seed_level": seed_level(collected),
+        "seed_level": rows,
         "law_fits": fits,
     }
     out.with_suffix(".json").write_text(json.dumps(data, indent=1))
@@ -950,6 +985,8 @@ def markdown(data: dict[str, Any], stem: str) -> str:
               "through the adapter a run saves at its top level (member 0, restarted from the soup at each "
               "selection); wall time is training plus evaluation on a shared machine ('>=': an evaluation "
               "resumed after a stop, its time before the stop not counted)."]
+    if any(all(metric in row for metric in SEED_METRICS) for row in data.get("seed_level", {}).values()):
+        lines += ["", f"![RR@|H_O| against validity per seed](benchmarks/results/{stem}_frontier.png)"]
     lines += ["", f"![recovery curves](benchmarks/results/{stem}_curves.png)",
               f"![training signatures](benchmarks/results/{stem}_training.png)", ""]
     return "\n".join(lines)
