@@ -116,3 +116,18 @@ def test_atomic_save_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.
     with pytest.raises(OSError):
         atomic_save({"a": torch.zeros(2)}, str(target))
     assert torch.equal(torch.load(target, weights_only=True)["a"], torch.arange(3)), "the old file survives"
+
+
+@pytest.mark.slow
+def test_a_checkpoint_in_the_three_file_layout_resumes_to_the_uninterrupted_state(
+        tiny_qwen3: Path, tmp_path: Path, uninterrupted: dict) -> None:
+    """tests/golden/legacy-checkpoint-2: step 2 of this run as divrl wrote it before the method-registry redesign
+    (issue 30): `divrl_state.pt`, `population_state.pt` and `flowrl_log_z.pt` beside the Trainer's files, no
+    manifest. However method state is stored later, such a checkpoint must keep resuming."""
+    import shutil
+
+    out = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "golden" / "legacy-checkpoint-2", out / "checkpoint-2")
+    resumed = run(tiny_qwen3, out, resume=True)
+    assert resumed.state.global_step == MAX_STEPS
+    _assert_equal(uninterrupted, final_state(resumed))

@@ -1,0 +1,125 @@
+"""Golden numbers of every method before the method-registry redesign (issue 30): each method alone and three
+compositions train 2 steps of the tiny test model on scripted completions with fixed seeds, one torch thread, and
+record what the redesign must reproduce: rewards after shaping, advantages, loss, gradient norm, the logged metric
+names and the method state.
+
+    python tests/golden_methods.py        # (re)write tests/golden/methods.json from the current code
+
+`tests/test_golden_methods.py` compares the current code with the file: bit-identical on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from trainer_helpers import PROMPTS, ToyTask, lora_config, make_config, prompt_dataset  # noqa: E402
+
+GOLDEN = Path(__file__).parent / "golden" / "methods.json"
+TEXTS = ["abc e", "bcd", "xyz", "aeiou", "abc", "qqq", "hello", "xy o", "zzz", "ba", "oa e", "mnop"]
+POPULATION = {"population": True, "population_size": 2, "population_top_m": 1, "population_interval": 1,
+              "population_held_prompts": 2}
+CASES: dict[str, dict[str, Any]] = {
+    "grpo": {},
+    "ips": {"ips": True},
+    "ips-semantic": {"ips": True, "ips_outcome_key": "semantic"},
+    "count": {"count_bonus_coef": 0.5},
+    "unlikeliness": {"unlikeliness_beta": 0.25},
+    "passk": {"passk": 2},
+    "qd": {"qd": True},
+    "maxent-entropy": {"maxent_entropy_target": 1.0},
+    "novelty": {"novelty_coef": 0.3},
+    "length-bins": {"length_bins": 2},
+    "clip-cov": {"cov_method": "clip_cov", "cov_ratio": 0.2},
+    "kl-cov": {"cov_method": "kl_cov", "cov_ratio": 0.2, "num_iterations": 2},
+    "forward-kl": {"divergence": "forward_kl", "divergence_coef": 0.1},
+    "js": {"divergence": "js", "divergence_coef": 0.1},
+    "alpha": {"divergence": "alpha", "divergence_coef": 0.1, "divergence_alpha": 0.5},
+    "zero-flat-groups": {"zero_flat_groups": True},
+    "flowrl": {"flowrl": True},
+    "population": POPULATION,
+    "pop+ips+qd": {**POPULATION, "ips": True, "qd": True},
+    "fkl+count+unlikeliness": {"divergence": "forward_kl", "divergence_coef": 0.1, "count_bonus_coef": 0.5,
+                               "unlikeliness_beta": 0.25},
+    "flowrl+ips": {"flowrl": True, "ips": True},
+}
+
+
+def _plain(value: Any) -> Any:
+    """Tensors and containers as JSON values (floats exact: Python floats round-trip through JSON)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return _plain(value.detach().double().tolist())
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in sorted(value.items(), key=lambda item: str(item[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return "nan"
+    return value
+
+
+def run_case(model: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """Two scripted steps of one case; what the redesign must reproduce."""
+    import torch
+    from transformers import AutoTokenizer, TrainerCallback
+
+    from divrl import DivRLTrainer
+    from divrl.testing import scripted_generation
+
+    torch.set_num_threads(1)  # one reduction order, so the numbers are bit-reproducible
+    steps: list[dict[str, Any]] = []
+    holder: dict[str, Any] = {}
+
+    class Record(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            logs = holder["trainer"]._logs
+            steps.append({"rewards": {k: list(v) for k, v in logs["rewards"].items()},
+                          "advantages": list(logs["advantages"])})
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    with tempfile.TemporaryDirectory() as out:
+        args = make_config(Path(out), max_steps=2, per_device_train_batch_size=8, max_completion_length=6,
+                           learning_rate=0.01, **settings)
+        trainer = DivRLTrainer(str(model), args=args, train_dataset=prompt_dataset(PROMPTS * 2),
+                               processing_class=tokenizer, peft_config=lora_config(), task=ToyTask(),
+                               callbacks=[Record()])
+        holder["trainer"] = trainer
+        script = lambda prompt, row: TEXTS[(5 * trainer.state.global_step + row) % len(TEXTS)]  # noqa: E731
+        with scripted_generation(tokenizer, script):
+            trainer.train()
+    history = [entry for entry in trainer.state.log_history if "loss" in entry]
+    state = {"method": trainer.method_state_dict(),
+             # the members' weights and optimizer states, and FlowRL's head: by digest (exact, and short)
+             "population": _digest(trainer.population_state_dict()) if settings.get("population") else None,
+             "log_z": _digest(trainer.log_z_head.state_dict()) if settings.get("flowrl") else None,
+             "lora": _digest({n: p for n, p in trainer.model.named_parameters() if "lora_" in n})}
+    return {"steps": steps, "loss": [e["loss"] for e in history], "grad_norm": [e["grad_norm"] for e in history],
+            "metrics": sorted({key for entry in history for key in entry}), "method_state": _plain(state)}
+
+
+def _digest(value: Any) -> str:
+    """sha256 of a state's exact values (`_plain`), for states too large to keep in the file."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(_plain(value), sort_keys=True).encode()).hexdigest()
+
+
+def record(model: Path) -> dict[str, Any]:
+    return {name: _plain(run_case(model, dict(settings))) for name, settings in CASES.items()}
+
+
+if __name__ == "__main__":
+    from divrl.testing import build_tiny_model
+
+    with tempfile.TemporaryDirectory() as folder:
+        tiny = build_tiny_model("qwen3", Path(folder) / "tiny-qwen3")
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(record(tiny), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}")
