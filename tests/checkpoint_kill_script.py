@@ -4,7 +4,9 @@ Imported by test_checkpoint_crash.py for the uninterrupted and the resumed runs;
 same run in a subprocess and SIGKILLs itself inside the checkpoint save of step KILL_STEP, at KILL_POINT:
 - `after_rotation`: right after transformers rotated the older checkpoints away (the save is not over yet:
   before the fix, divrl wrote its method state files only after this point);
-- `method_state`: halfway through writing `divrl_state.pt` (a partial file reaches the disk).
+- `method_state`: halfway through writing `divrl_state.pt` (a partial file reaches the disk);
+- `optimizer`: halfway through writing the Trainer's `optimizer.pt` (the newest checkpoint has a cut file);
+- `manifest`: after transformers' save and rotation, just before divrl writes `divrl_manifest.json`.
 
     python checkpoint_kill_script.py MODEL_DIR OUTPUT_DIR KILL_POINT KILL_STEP
 """
@@ -73,9 +75,21 @@ def _install_kill(point: str, step: int) -> None:
                 die()
 
         transformers.trainer.rotate_checkpoints = rotate_then_die
-    elif point == "method_state":
+    elif point == "manifest":
+        import divrl.trainers.checkpoint as checkpoint
+        import divrl.trainers.divrl_trainer as divrl_trainer
+
+        write_manifest = checkpoint.write_manifest
+
+        def die_before_the_manifest(folder: str) -> None:
+            if folder.endswith(f"checkpoint-{step}"):
+                die()
+            write_manifest(folder)
+
+        divrl_trainer.write_manifest = die_before_the_manifest
+    elif point in ("method_state", "optimizer"):
         save = torch.save
-        target = f"checkpoint-{step}{os.sep}divrl_state.pt"
+        target = f"checkpoint-{step}{os.sep}" + ("divrl_state.pt" if point == "method_state" else "optimizer.pt")
 
         def save_half_then_die(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
             name = str(getattr(f, "name", f))

@@ -131,3 +131,17 @@ def test_a_checkpoint_in_the_three_file_layout_resumes_to_the_uninterrupted_stat
     resumed = run(tiny_qwen3, out, resume=True)
     assert resumed.state.global_step == MAX_STEPS
     _assert_equal(uninterrupted, final_state(resumed))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("point", "step"), [("optimizer", 2), ("manifest", 2), ("method_state", 1)],
+                         ids=["optimizer cut short", "before the manifest", "inside the first save"])
+def test_a_kill_at_any_point_of_a_save_resumes_to_the_uninterrupted_state(
+        tiny_qwen3: Path, tmp_path: Path, uninterrupted: dict, point: str, step: int) -> None:
+    """With save_total_limit=1 a kill inside step 2's save leaves checkpoint-1 (rotation comes last) or a complete
+    checkpoint-2 without manifest; a kill inside the first save leaves nothing complete, and the run starts again."""
+    out = tmp_path / "run"
+    _kill_inside_save(tiny_qwen3, out, point, step=step)
+    resumed = run(tiny_qwen3, out, resume=True)
+    assert resumed.state.global_step == MAX_STEPS
+    _assert_equal(uninterrupted, final_state(resumed))
