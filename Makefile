@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench bench-recovery bench-evidence bench-evidence-voxel report lint
+.PHONY: install test demo bench bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 report lint
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -53,6 +53,10 @@ bench-evidence: $(VENV)/.installed
 bench-evidence-voxel: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/hypospace_recovery.py --protocol v2-voxel --resume
 	$(PY) benchmarks/report.py
+
+# Evidence v3 (issue 28): from a git worktree at the campaign's recorded commit, in a venv of its own (see the script)
+bench-evidence-v3:
+	bash benchmarks/v3_campaign.sh
 
 report: $(VENV)/.installed
 	$(PY) benchmarks/report.py

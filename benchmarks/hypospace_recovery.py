@@ -173,7 +173,7 @@ V2_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", "count", "grpo+zero_fl
 # to raise; 5 seeds; arms in the order SFT / GRPO / IPS for every seed, then the continued-SFT control, then MaxEnt
 # and IPS + count bonus; a constant learning rate, so that the budget pilot's plateau is the policy's, not the
 # schedule's. The RL budget is fixed by the pilot's rule (benchmarks/v3_pilots.py budget).
-SFT_STEPS_V3 = None
+SFT_STEPS_V3 = 12  # pilot 1 (benchmarks/v3_pilots.py warm-start; decisions.md)
 STEPS_V3 = None
 V3_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", CONTINUED_SFT, "maxent", "count+ips"),
                     seeds=(0, 1, 2, 3, 4), steps=STEPS_V3 or 0, learning_rate=5e-5, samples=32, prompts_per_step=4,
@@ -1088,6 +1088,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, help="recovery samples per test instance")
     parser.add_argument("--state", help="state directory (default benchmarks/state/hypospace_recovery[_quick]_TASK)")
     parser.add_argument("--resume", action="store_true", help="continue the run kept in --state")
+    parser.add_argument("--results", default=str(RESULTS),
+                        help="folder of the results files (default benchmarks/results beside this script; a campaign "
+                             "run from a worktree writes into the main checkout's)")
     parser.add_argument("--budget-minutes", type=float, help="start no new unit after this many minutes")
     parser.add_argument("--workers", type=int, default=1,
                         help="units run at once, the cores' torch threads split between them (default 1; "
@@ -1125,7 +1128,7 @@ def main() -> None:
         recorded_fields = json.loads(settings.read_text())
         protocol = Protocol(**{k: tuple(v) if isinstance(v, list) else v for k, v in recorded_fields.items()})
         done = all(unit_done(state, unit) for unit in all_units(protocol))
-        print(markdown(write_results(protocol, state, RESULTS / name, complete=done), name))
+        print(markdown(write_results(protocol, state, Path(args.results) / name, complete=done), name))
         return
     if state.exists() and not args.resume:
         raise SystemExit(f"{state} holds an earlier run: pass --resume to continue it, or delete it to start over")
@@ -1133,8 +1136,8 @@ def main() -> None:
         raise SystemExit(f"{settings} was written with other settings; resume with the same flags or use --state")
     state.mkdir(parents=True, exist_ok=True)
     settings.write_text(recorded)
-    RESULTS.mkdir(exist_ok=True)
-    data = run(protocol, state, RESULTS / name, args.budget_minutes, args.workers, tuple(args.units))
+    Path(args.results).mkdir(exist_ok=True)
+    data = run(protocol, state, Path(args.results) / name, args.budget_minutes, args.workers, tuple(args.units))
     print(markdown(data, name))
 
 
