@@ -233,6 +233,9 @@ def check_task_settings(task: Any, script_args: Any, training_args: Any, origin:
             _fail(origin, "qd_ranges", f"gives {len(training_args.qd_ranges)} (low, high) ranges but task "
                                        f"{script_args.task!r} describes behaviour in {dims} dimensions")
     style = "base" if script_args.prompt_style == "auto" else script_args.prompt_style  # styles only format
+    if not callable(getattr(task, "train_dataset", None)):
+        _fail(origin, "task", f"{script_args.task!r} has no train_dataset(split, style, seed, limit, n_exemplars) "
+                              "method: training from a recipe builds its prompts with it (see divrl.task)")
     try:
         task.train_dataset(split=script_args.split, style=style, seed=script_args.split_seed,
                            limit=script_args.instance_limit, n_exemplars=script_args.n_exemplars)

@@ -72,13 +72,57 @@ def task_names() -> list[str]:
 
 
 def build_task(name: str, **params: Any) -> Any:
-    """Instantiate the registered task `name` with `params`; unknown names list the valid ones."""
-    import importlib
-
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of: {', '.join(task_names())}")
-    module, factory = TASKS[name].split(":")
+    """Instantiate task `name` with `params`: a registered name, or your own task as `package.module:Factory` or
+    `path/to/task.py:Factory` (a class or function returning the task). The task is checked at once: it must have
+    `reward_funcs()` and, to train from a recipe, `train_dataset(split, style, seed, limit, n_exemplars)` returning
+    a `datasets.Dataset` with a `prompt` column. Every problem is a one-line ValueError naming it."""
+    if name in TASKS:
+        spec = TASKS[name]
+    elif ":" in name:
+        spec = name
+    else:
+        raise ValueError(f"unknown task {name!r}; choose one of: {', '.join(task_names())}, or give your own as "
+                         "package.module:Factory or path/to/task.py:Factory")
+    module_name, _, factory_name = spec.rpartition(":")
+    module = _import_task_module(module_name, name)
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise ValueError(f"task {name!r}: {module_name} has no class or function {factory_name!r}")
     try:
-        return getattr(importlib.import_module(module), factory)(**params)
+        task = factory(**params)
     except TypeError as error:
         raise ValueError(f"bad parameters {params} for task {name!r}: {error}") from error
+    if not callable(getattr(task, "reward_funcs", None)):
+        raise ValueError(f"task {name!r} has no reward_funcs() method: a task returns its TRL reward functions there "
+                         "(see divrl.task.Task)")
+    return task
+
+
+def _import_task_module(module_name: str, name: str) -> Any:
+    """The module of a task spec: a dotted import path, or a .py file (imported under a name of its own)."""
+    import importlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if module_name.endswith(".py") or "/" in module_name:
+        path = Path(module_name).expanduser()
+        if not path.is_file():
+            raise ValueError(f"task {name!r}: file {str(path)!r} does not exist")
+        module_key = f"divrl_user_task_{abs(hash(str(path.resolve())))}"
+        if module_key in sys.modules:
+            return sys.modules[module_key]
+        spec = importlib.util.spec_from_file_location(module_key, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_key] = module  # dataclasses and pickling look the module up by name
+        try:
+            spec.loader.exec_module(module)
+        except Exception as error:
+            del sys.modules[module_key]
+            raise ValueError(f"task {name!r}: importing {str(path)!r} failed: {type(error).__name__}: {error}") \
+                from None
+        return module
+    try:
+        return importlib.import_module(module_name)
+    except Exception as error:  # an import error anywhere in the user's module: one line, not its traceback
+        raise ValueError(f"task {name!r}: cannot import {module_name!r}: {type(error).__name__}: {error}") from None

@@ -37,7 +37,9 @@ DRY_RUN_OVERRIDES = ("--use_cpu", "true", "--bf16", "false", "--fp16", "false", 
 class TaskArguments:
     """The task, its parameters and its deterministic train/test split (shared by `divrl train` and `divrl sft`)."""
 
-    task: str = field(default="hypospace-voxel", metadata={"help": f"Task name, one of: {', '.join(task_names())}."})
+    task: str = field(default="hypospace-voxel", metadata={
+        "help": f"Task name, one of: {', '.join(task_names())}; or your own task as package.module:Factory or "
+                "path/to/task.py:Factory (task_args go to the factory)."})
     task_args: dict = field(default_factory=dict, metadata={
         "help": "Task constructor parameters as a YAML mapping, e.g. {grid: 3, max_height: 3, max_blocks: 3}."})
     task_arg: list[str] = field(default_factory=list, metadata={
