@@ -41,9 +41,11 @@ def test_gpu_recipe_on_cpu_names_the_fix():
         parse_recipe(["--config", str(RECIPES / "gemma-3-4b-it" / "hypospace-voxel" / "ips.yaml")])
 
 
-def test_task_registry_builds_every_task_and_lists_choices():
+def test_task_registry_builds_every_task_and_lists_choices(tmp_path):
+    data = tmp_path / "data.jsonl"  # the dataset task reads your file: give it one
+    data.write_text('{"prompt": "2 + 3 =", "answer": "5"}\n')
     for name in task_names():
-        task = build_task(name)
+        task = build_task(name, **({"path": str(data)} if name == "dataset" else {}))
         assert callable(task.reward_funcs()[0])
         assert callable(getattr(task, "train_dataset", None)), name
     with pytest.raises(ValueError, match="hypospace-voxel"):

@@ -63,6 +63,7 @@ TASKS: dict[str, str] = {
     "hypospace-boolean": "divrl.tasks.hypospace.boolean:BooleanTask",
     "molecules": "divrl.tasks.molecules.task:MoleculeTask",
     "ideas": "divrl.tasks.toy.ideas:IdeasTask",
+    "dataset": "divrl.tasks.dataset:DatasetTask",
 }
 
 
