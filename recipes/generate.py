@@ -20,7 +20,12 @@ TASKS: dict[str, dict[str, Any]] = {
     "hypospace-boolean": {"task_args": {"operators": "extended", "max_depth": 2}, "instance_limit": 78},
     "molecules": {"task_args": {"components": ["qed", "sa", "hbd"]}, "instance_limit": 64},
     "ideas": {"task_args": {"dim": 16}},
+    # Countdown (TinyZero's task, many right answers per instance): 3 numbers <= 20, targets with >= 2 solutions
+    "countdown": {"task_args": {"count": 3, "max_number": 20, "instances": 200}},
 }
+# Tasks shipped for some model families only (default: every family): Countdown as the worked example, on the CPU
+# and on the Qwen3-4B families that the RL-for-LLM community trains it with.
+TASK_FAMILIES: dict[str, tuple[str, ...]] = {"countdown": ("embedded-cpu", "qwen3-4b", "qwen3-4b-vllm")}
 
 # Method settings: the seeds' defaults (000 for QD / MaxEnt / population, 001 for IPS, 004 for divergences).
 METHODS: dict[str, dict[str, Any]] = {
@@ -163,6 +168,8 @@ def recipe_paths() -> dict[Path, dict[str, Any]]:
     paths = {}
     for model, spec in MODELS.items():
         for task in spec.get("tasks", TASKS):
+            if model not in TASK_FAMILIES.get(task, (model,)):
+                continue
             for method in spec.get("methods", METHODS):
                 paths[ROOT / model / task / f"{method}.yaml"] = recipe(model, task, method)
     return paths

@@ -64,6 +64,7 @@ TASKS: dict[str, str] = {
     "molecules": "divrl.tasks.molecules.task:MoleculeTask",
     "ideas": "divrl.tasks.toy.ideas:IdeasTask",
     "dataset": "divrl.tasks.dataset:DatasetTask",
+    "countdown": "divrl.tasks.countdown:CountdownTask",
 }
 
 

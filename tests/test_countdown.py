@@ -1,0 +1,73 @@
+"""Countdown (issue 31's worked example): instances with several solutions, an exact verifier that evaluates nothing
+as code, canonical expressions as outcomes, and a training step from its recipe."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from divrl.cli import main as cli_main
+from divrl.task import build_task
+from divrl.tasks.countdown import CountdownTask, canonical, parse_expression
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def task() -> CountdownTask:
+    return build_task("countdown", instances=20)
+
+
+def test_every_instance_has_the_solutions_it_claims(task: CountdownTask) -> None:
+    from fractions import Fraction
+
+    from divrl.tasks.countdown import solutions
+
+    for instance in task.instances:
+        forms = solutions(tuple(instance["numbers"]))[Fraction(instance["target"])]
+        assert len(forms) == instance["n_solutions"] >= 2
+        for form in forms:  # each canonical form is itself a correct answer with that form
+            assert task.check(f"Answer: {form}", instance["numbers"], instance["target"]) == form
+
+
+@pytest.mark.parametrize(("answer", "correct"), [
+    ("Answer: 13 * 14 / 2", True), ("13*14/2 = 91", False), ("Answer: 14 * 13 / 2", True), ("(14 × 13) ÷ 2", True),
+    ("Answer: 13 * 14 / 2 + 0", False), ("Answer: 13 * 13 / 2", False), ("Answer: 13 * 14", False),
+    ("Answer: 91", False), ("Answer: 13 * 14 / (2 - 2)", False), ("Answer: import os", False),
+    ("Answer: __import__('os').system('x')", False), ("", False), ("Answer: " + "(" * 60 + "2" + ")" * 60, False),
+])
+def test_answers_are_checked_exactly(answer: str, correct: bool) -> None:
+    task = CountdownTask(instances=1)
+    assert (task.check(answer, [2, 13, 14], 91) is not None) == correct
+
+
+def test_commuted_answers_are_one_outcome_other_routes_another() -> None:
+    task = CountdownTask(instances=1)
+    same = {task.check(a, [2, 3, 5], 16) for a in ("(3 + 5) * 2", "2 * (5 + 3)", "(5+3)*2")}
+    assert len(same) == 1 and None not in same
+    assert task.check("3 * 2 + 5 * 2", [2, 3, 5], 16) is None  # 2 used twice
+    assert canonical(parse_expression("2 * 3 + 5 * 2")) != canonical(parse_expression("(3 + 5) * 2"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_any_string_scores_without_raising(text: str) -> None:
+    task = CountdownTask(instances=1)
+    assert task.correct([text, "Answer: " + text], [[2, 13, 14]] * 2, [91, 91]) in ([0.0, 0.0], [1.0, 0.0],
+                                                                                    [0.0, 1.0], [1.0, 1.0])
+
+
+def test_countdown_recipe_dry_runs_and_trains_a_step(tiny_qwen3: Path, tmp_path: Path) -> None:
+    recipe = ROOT / "recipes" / "embedded-cpu" / "countdown" / "ips.yaml"
+    small = ["--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "12",
+             "--task_arg", "instances=20"]
+    assert cli_main(["train", str(recipe), "--dry_run", "true", "--output_dir", str(tmp_path / "dry"), *small]) == 0
+    out = tmp_path / "run"
+    assert cli_main(["train", str(recipe), "--model_name_or_path", str(tiny_qwen3), "--max_steps", "1",
+                     "--output_dir", str(out), "--logging_steps", "1", *small]) == 0
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    assert any("rewards/correct/mean" in entry and "ips/distinct_outcomes" in entry for entry in history)
