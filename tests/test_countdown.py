@@ -71,3 +71,29 @@ def test_countdown_recipe_dry_runs_and_trains_a_step(tiny_qwen3: Path, tmp_path:
                      "--output_dir", str(out), "--logging_steps", "1", *small]) == 0
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]
     assert any("rewards/correct/mean" in entry and "ips/distinct_outcomes" in entry for entry in history)
+
+
+def test_eval_task_counts_validity_and_distinct_correct_answers() -> None:
+    from fractions import Fraction
+
+    from divrl.task_eval import evaluate_task
+    from divrl.tasks.countdown import solutions
+
+    task = build_task("countdown", instances=6)
+    dataset = task.train_dataset(split="test", style="chat")
+    forms = [sorted(solutions(tuple(n))[Fraction(t)]) for n, t in zip(dataset["numbers"], dataset["target"])]
+
+    def sampler(prompts, n):  # two solutions, one of them twice, and a wrong answer, for every prompt
+        return [[f"Answer: {f[0]}", f"Answer: {f[1]}", f"Answer: {f[0]}", "Answer: 1 + 1"] for f in forms]
+
+    result = evaluate_task(task, dataset, sampler, 4)
+    assert result["validity"] == 0.75 and result["distinct_correct_per_prompt"] == 2.0
+    assert result["solved_prompts"] == 1.0 and len(result["per_prompt"]) == len(dataset) == 3
+
+
+def test_eval_task_runs_from_the_command_line(tiny_qwen3: Path, tmp_path: Path) -> None:
+    assert cli_main(["eval", "task", "--task", "countdown", "--task-arg", "instances=6", "--model", str(tiny_qwen3),
+                     "--samples", "2", "--max-new-tokens", "6", "--no-progress", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "task_eval.json").read_text())
+    assert result["prompts"] == 3 and result["samples"] == 2 and 0.0 <= result["validity"] <= 1.0
+    assert all(len(row["completions"]) == 2 for row in result["per_prompt"])

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
 EVAL_COMMANDS: dict[str, str] = {
     "recovery": "divrl.tasks.hypospace.recovery_cli",
     "molecules": "divrl.tasks.molecules.cli",
+    "task": "divrl.task_eval",
 }
 
 
