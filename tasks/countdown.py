@@ -68,21 +68,21 @@ def parse_expression(text: str) -> Expr | None:
             return inner if inner is not None and peek() == ")" and take() else None
         return ("n", int(take())) if token.isdigit() else None
 
-    def product(depth: int) -> Expr | None:
-        left = atom(depth)
-        while left is not None and peek() in ("*", "/"):
-            op = take()
-            right = atom(depth)
-            left = None if right is None else (op, left, right)
-        return left
+    def chain(operand: Any, ops: str) -> Any:
+        """A left-associative chain of `operand`s joined by `ops` (one precedence level)."""
 
-    def sum_(depth: int) -> Expr | None:
-        left = product(depth)
-        while left is not None and peek() in ("+", "-"):
-            op = take()
-            right = product(depth)
-            left = None if right is None else (op, left, right)
-        return left
+        def parse(depth: int) -> Expr | None:
+            left = operand(depth)
+            while left is not None and peek() is not None and peek() in ops:
+                op = take()
+                right = operand(depth)
+                left = None if right is None else (op, left, right)
+            return left
+
+        return parse
+
+    product = chain(atom, "*/")
+    sum_ = chain(product, "+-")
 
     tree = sum_(0)
     return tree if tree is not None and position == len(tokens) else None
