@@ -238,7 +238,7 @@ def load_model_and_tokenizer(
     and `trust_remote_code` go to `from_pretrained` (the last two to the tokenizer's too).
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+    from transformers import AutoTokenizer, BitsAndBytesConfig
 
     if quantize not in ("auto", "4bit", "none"):
         raise ValueError(f"quantize must be 'auto', '4bit' or 'none', got {quantize!r}")
@@ -267,7 +267,7 @@ def load_model_and_tokenizer(
         device = "training on the CPU (use_cpu)" if cpu else "no CUDA device"
         log(f"{reason} {device}, so {name_or_path} loads unquantized in {torch_dtype} (LoRA on CPU)")
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs, **hub_kwargs)
+        model = _auto_class(path, hub_kwargs).from_pretrained(path, **kwargs, **hub_kwargs)
         tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs)
     except OSError as exc:
         raise ValueError(
@@ -278,6 +278,18 @@ def load_model_and_tokenizer(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def _auto_class(path: str, hub_kwargs: dict[str, Any]) -> Any:
+    """AutoModelForCausalLM, or AutoModelForImageTextToText for a vision-language model it does not map (LLaVA;
+    Gemma 3 maps to both and keeps the causal-LM class the recipes were written for)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    config = AutoConfig.from_pretrained(path, **hub_kwargs)
+    if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING or getattr(config, "auto_map", None):
+        return AutoModelForCausalLM
+    return AutoModelForImageTextToText
 
 
 def default_lora_config(**overrides: Any) -> LoraConfig:

@@ -91,6 +91,73 @@ def _model_config(arch: str, vocab_size: int, hidden_size: int, num_layers: int,
     raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHITECTURES}")
 
 
+VLM_ARCHITECTURES = ("gemma3", "llava")
+# ChatML whose messages may hold content parts: an image part becomes the processor's image placeholder.
+MULTIMODAL_CHATML_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}IMAGE{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_tiny_vlm(arch: str, out_dir: str | Path, seed: int = 0) -> Path:
+    """Save a randomly initialised vision-language model with its processor to `out_dir` and return the path: `gemma3`
+    (Gemma3ForConditionalGeneration: SigLIP tower, 4 image tokens per 28x28 image) or `llava` (LlavaForConditional-
+    Generation on a tiny Qwen3 and a SigLIP tower). Loads like a hub checkpoint with `AutoProcessor` and
+    `AutoModelForImageTextToText`, offline."""
+    import torch
+    from transformers import (
+        AutoModelForImageTextToText,
+        AutoTokenizer,
+        PreTrainedTokenizerFast,
+        SiglipVisionConfig,
+    )
+
+    if arch not in VLM_ARCHITECTURES:
+        raise ValueError(f"unknown vision-language architecture {arch!r}; choose one of {VLM_ARCHITECTURES}")
+    out = Path(out_dir)
+    build_tokenizer(out / "text-tokenizer")
+    text_tokenizer = AutoTokenizer.from_pretrained(out / "text-tokenizer")
+    specials = ({"boi_token": "<start_of_image>", "image_token": "<image_soft_token>", "eoi_token": "<end_of_image>"}
+                if arch == "gemma3" else {"image_token": "<image>"})
+    text_tokenizer.add_special_tokens({"additional_special_tokens": list(specials.values())})
+    placeholder = specials["boi_token"] if arch == "gemma3" else specials["image_token"]
+    template = MULTIMODAL_CHATML_TEMPLATE.replace("IMAGE", placeholder)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=text_tokenizer.backend_tokenizer, eos_token="<|im_end|>",
+                                        pad_token="<|endoftext|>", chat_template=template,
+                                        extra_special_tokens=specials)
+    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in specials.items()}
+    text = _model_config("gemma3" if arch == "gemma3" else "qwen3", len(tokenizer), 32, 2, tokenizer.pad_token_id,
+                         tokenizer.eos_token_id)
+    vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=28, patch_size=14)
+    if arch == "gemma3":
+        from transformers import Gemma3Config, Gemma3ImageProcessorPil, Gemma3Processor
+
+        config = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                              boi_token_index=ids["boi_token"], eoi_token_index=ids["eoi_token"],
+                              image_token_index=ids["image_token"])
+        processor = Gemma3Processor(image_processor=Gemma3ImageProcessorPil(size={"height": 28, "width": 28}),
+                                    tokenizer=tokenizer, chat_template=template, image_seq_length=4)
+    else:
+        from transformers import LlavaConfig, LlavaProcessor, SiglipImageProcessorPil
+
+        config = LlavaConfig(text_config=text, vision_config=vision, image_token_index=ids["image_token"],
+                             vision_feature_select_strategy="full", vision_feature_layer=-1)
+        processor = LlavaProcessor(image_processor=SiglipImageProcessorPil(size={"height": 28, "width": 28}),
+                                   tokenizer=tokenizer, patch_size=14, vision_feature_select_strategy="full",
+                                   chat_template=template)
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    return out
+
+
 def build_tiny_model(
     arch: str,
     out_dir: str | Path,

@@ -399,6 +399,31 @@ def cpu_sample(
         outputs = model(**model_inputs, return_dict=True)
 
 
+def _rows_cut_cleanly(model_kwargs: dict, batch: int) -> bool:
+    """Whether every input the prefill reads can be cut to the distinct rows: tensors with one row per prompt row
+    (or none, like cache positions). Images and other multimodal inputs (several images per row, or encoder outputs
+    in nested containers, as transformers 5 passes a vision tower's) cannot, so those prompts prefill as they are."""
+    for key, value in model_kwargs.items():
+        if key in (_CACHE_KEY, _LEGACY_CACHE_KEY):
+            continue
+        if isinstance(value, torch.Tensor):
+            if value.dim() >= 2 and value.shape[0] != batch:
+                return False
+        elif _holds_tensor(value):
+            return False
+    return True
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_tensor(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v) for v in value)
+    return hasattr(value, "__dict__") and any(_holds_tensor(v) for v in vars(value).values())
+
+
 def _prefill_distinct_rows(model: Any, input_ids: torch.Tensor, generation_config: Any, model_kwargs: dict) -> Any:
     """`model._prefill`, running each distinct prompt row once and indexing its KV cache and logits out to the
     row's copies (`num_return_sequences` and GRPO groups repeat every prompt n times): the same outputs for n times
@@ -406,7 +431,8 @@ def _prefill_distinct_rows(model: Any, input_ids: torch.Tensor, generation_confi
     mask = model_kwargs.get("attention_mask")
     cache = model_kwargs.get(_CACHE_KEY, model_kwargs.get(_LEGACY_CACHE_KEY))
     rows = None
-    if model_kwargs.get("inputs_embeds") is None and _expandable_cache(cache) and cache.get_seq_length() == 0:
+    if (model_kwargs.get("inputs_embeds") is None and _expandable_cache(cache) and cache.get_seq_length() == 0
+            and _rows_cut_cleanly(model_kwargs, input_ids.shape[0])):
         rows = _first_rows(input_ids if mask is None else torch.cat([input_ids, mask], dim=1))
     if rows is None:
         return model._prefill(input_ids, generation_config, model_kwargs)
