@@ -75,6 +75,24 @@ def add_sampling_arguments(parser: Any, max_new_tokens: int) -> None:
     group.add_argument("--quantize", choices=["auto", "4bit", "none"], default="auto")
     group.add_argument("--dtype", default="auto")
     group.add_argument("--no-progress", action="store_true", help="no progress bar")
+    served = parser.add_argument_group("served model (instead of loading --model here)")
+    served.add_argument("--base-url", default=None, metavar="URL",
+                        help="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve, trl "
+                             "vllm-serve, transformers serve, llama.cpp, hosted APIs); --model names the served model")
+    served.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                        help="environment variable holding the API key (never written anywhere)")
+    served.add_argument("--request-timeout", type=float, default=120.0, help="seconds per request (default 120)")
+    served.add_argument("--max-concurrency", type=int, default=8, help="requests in flight at once (default 8)")
+
+
+def sampler_from_args(model: str, config: SamplingConfig, args: Any) -> Sampler:
+    """The sampler an evaluator's options ask for: a served model at `--base-url`, else `model` loaded here."""
+    if getattr(args, "base_url", None):
+        from divrl.served import ServedSampler
+
+        return ServedSampler(args.base_url, model, config, api_key_env=args.api_key_env,
+                             timeout=args.request_timeout, max_concurrency=args.max_concurrency)
+    return make_sampler(model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
 
 
 def sampling_config_from_args(args: Any, stop: tuple[str, ...] = (), progress: bool | None = None) -> SamplingConfig:

@@ -55,8 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     task = build_task(args.task, **task_args_with_overrides(TaskArguments(task=args.task, task_arg=args.task_arg)))
     out = output_directory(args.out)
     config = sampling.sampling_config_from_args(args, stop=tuple(getattr(task, "stop_strings", ())))
-    sampler = sampling.make_sampler(args.model, config, backend=args.backend, quantize=args.quantize,
-                                    dtype=args.dtype)
+    sampler = sampling.sampler_from_args(args.model, config, args)
     style = args.prompt_style
     if style == "auto":
         style = "chat" if sampler.has_chat_template else "base"

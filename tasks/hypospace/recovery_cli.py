@@ -209,21 +209,25 @@ def _run(args: argparse.Namespace) -> int:
     else:
         samples = samples_per_instance(instances, args.samples_per_hypothesis)
         budget = f"ceil({args.samples_per_hypothesis:g} x |H_O|) = {min(samples)}..{max(samples)} samples"
-    models = expand_models(args.model, args.label)
+    models = expand_models(args.model, args.label) if not args.base_url else [
+        (label, model) for model, label in zip(args.model, args.label or args.model, strict=True)]
     out = output_directory(args.out)
     for _, model in models:
-        _check_model_exists(model)
+        if not args.base_url:  # a served model's name is the server's to resolve
+            _check_model_exists(model)
     config = sampling.sampling_config_from_args(args, stop=(f"\n{END_MARKER}",), progress=False)
-    sampling_settings = {"backend": args.backend, **{k: v for k, v in vars(config).items() if k != "progress"}}
+    sampling_settings = {"backend": "served" if args.base_url else args.backend,
+                         **{k: v for k, v in vars(config).items() if k != "progress"}}
     results, partials = [], []
     for label, model in models:
-        sampler = sampling.make_sampler(model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
+        sampler = sampling.sampler_from_args(model, config, args)
         style = args.prompt_style
         if style == "auto":
             style = "chat" if sampler.has_chat_template else "base"
         build = task.prompts_for(style, args.seed, args.test_fraction, args.limit, args.n_exemplars)
         partial = PartialCompletions(out / "partial", {
-            "model": model_signature(model), "task": task.name, "params": task.params, "split": args.split,
+            "model": [args.base_url, model] if args.base_url else model_signature(model),
+            "task": task.name, "params": task.params, "split": args.split,
             "seed": args.seed, "test_fraction": args.test_fraction, "limit": args.limit,
             "instances": [i.id for i in instances], "samples": samples, "protocol": args.protocol,
             "prompt_style": style, "n_exemplars": args.n_exemplars, "quantize": args.quantize, "dtype": args.dtype,

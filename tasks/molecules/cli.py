@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     # The style only formats the drawn examples, so "auto" is checked with base prompts.
     checked_style = "base" if args.prompt_style == "auto" else args.prompt_style
     prompt_rows(args.samples, style=checked_style, prompts=args.prompts, shots=args.shots, seed=args.seed)
-    sampler = sampling.make_sampler(args.model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
+    sampler = sampling.sampler_from_args(args.model, config, args)
     style = args.prompt_style
     if style == "auto":
         style = "chat" if sampler.has_chat_template else "base"
