@@ -755,6 +755,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             atomic_save({**self.method_state_dict(), "task": task_states},
                         os.path.join(checkpoint_dir(self, trial), STATE_FILE))
         super()._save_checkpoint(model, trial)
+        self.accelerator.wait_for_everyone()  # every rank's files (its RNG state) are written before they are listed
         if self.args.should_save:  # last: a checkpoint whose files later differ from it is not resumed from
             write_manifest(checkpoint_dir(self, trial))
 
