@@ -318,8 +318,9 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     return run
 
 
-def evaluate(protocol: Protocol, label: str, model: str, state: Path, log: Path) -> None:
-    """`divrl eval recovery` of one model on the test split, unless it is already under `state`."""
+def evaluate(protocol: Protocol, label: str, model: str, state: Path, log: Path, seed: int = 0) -> None:
+    """`divrl eval recovery` of one model on the test split, unless it is already under `state`; `seed` is the unit's
+    training seed, whose evaluation draws its own sampling stream (the split stays the same)."""
     setting = TASKS[protocol.task]
     out = state / "eval" / label
     if not (out / "recovery.json").is_file():
@@ -329,7 +330,7 @@ def evaluate(protocol: Protocol, label: str, model: str, state: Path, log: Path)
         _divrl(["eval", "recovery", "--model", model, "--task", setting.task, *setting.eval_args(zero_shot),
                 "--split", "test",
                 "--samples", str(protocol.samples), "--max-new-tokens", str(setting.max_new_tokens),
-                "--out", str(out)], log)  # its progress bar (instances done) goes to the log
+                "--sample-seed", str(seed), "--out", str(out)], log)  # its progress bar goes to the log
         (out / "divrl_benchmark.json").write_text(json.dumps({"eval_seconds": time.time() - start}))
 
 
@@ -1000,11 +1001,11 @@ def run_unit(protocol: Protocol, unit: tuple[str, int] | None, state: Path, log:
     if unit is None:
         evaluate(protocol, "base", MODEL, state, log)
     elif unit[0] == "sft":
-        evaluate(protocol, unit_label(unit), str(warm_start(protocol, unit[1], state, log)), state, log)
+        evaluate(protocol, unit_label(unit), str(warm_start(protocol, unit[1], state, log)), state, log, unit[1])
     elif unit[0] == CONTINUED_SFT:
-        evaluate(protocol, unit_label(unit), str(continue_sft(protocol, unit[1], state, log)), state, log)
+        evaluate(protocol, unit_label(unit), str(continue_sft(protocol, unit[1], state, log)), state, log, unit[1])
     else:
-        evaluate(protocol, unit_label(unit), str(train(protocol, *unit, state, log)), state, log)
+        evaluate(protocol, unit_label(unit), str(train(protocol, *unit, state, log)), state, log, unit[1])
 
 
 def unit_label(unit: tuple[str, int] | None) -> str:

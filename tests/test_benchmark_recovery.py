@@ -516,3 +516,13 @@ def test_v3_budget_pilot_rule_stops_at_the_first_window_that_barely_rises() -> N
     assert v3_pilots.plateau_budget(rising)["budget"] == 32
     assert v3_pilots.plateau_budget([0.5] * 40)["budget"] == v3_pilots.MIN_BUDGET
     assert v3_pilots.plateau_budget([0.1 * (i // 8) for i in range(40)])["budget"] == v3_pilots.MAX_BUDGET
+
+
+def test_each_seed_is_evaluated_on_its_own_sampling_stream_over_the_same_split(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    commands = _recorded_commands(monkeypatch)
+    (tmp_path / "eval" / "ips-seed3").mkdir(parents=True)  # `divrl eval` would make it
+    bench.evaluate(bench.V2_VOXEL, "ips-seed3", "model", tmp_path, tmp_path / "log.txt", seed=3)
+    (command,) = commands
+    assert command[command.index("--sample-seed") + 1] == "3" and command[command.index("--split") + 1] == "test"
+    assert "--seed" not in command  # the split seed stays the recipe's (0)

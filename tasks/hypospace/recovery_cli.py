@@ -9,6 +9,7 @@ until the end, so rerunning an interrupted command resumes it. Heavy imports liv
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -83,6 +84,9 @@ def register(subparsers: Any) -> None:
         help="HypoSpace's budget instead of --samples: N = ceil(M * |H_O|) samples per instance (its reference "
         "uses M = 2); curves are then averaged up to the smallest N",
     )
+    parser.add_argument("--sample-seed", type=int, default=None,
+                        help="seed of the sampling stream (default: --seed, which also fixes the split); give each "
+                             "training seed's model its own stream with the same split")
     parser.add_argument("--protocol", choices=["parallel", "sequential"], default="parallel")
     parser.add_argument(
         "--prompt-style",
@@ -216,6 +220,8 @@ def _run(args: argparse.Namespace) -> int:
         if not args.base_url:  # a served model's name is the server's to resolve
             _check_model_exists(model)
     config = sampling.sampling_config_from_args(args, stop=(f"\n{END_MARKER}",), progress=False)
+    if args.sample_seed is not None:
+        config = dataclasses.replace(config, seed=args.sample_seed)
     sampling_settings = {"backend": "served" if args.base_url else args.backend,
                          **{k: v for k, v in vars(config).items() if k != "progress"}}
     results, partials = [], []
