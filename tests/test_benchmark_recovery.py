@@ -525,4 +525,4 @@ def test_each_seed_is_evaluated_on_its_own_sampling_stream_over_the_same_split(m
     bench.evaluate(bench.V2_VOXEL, "ips-seed3", "model", tmp_path, tmp_path / "log.txt", seed=3)
     (command,) = commands
     assert command[command.index("--sample-seed") + 1] == "3" and command[command.index("--split") + 1] == "test"
-    assert "--seed" not in command  # the split seed stays the recipe's (0)
+    assert command[command.index("--seed") + 1] == "0"  # the split seed stays the recipe's
