@@ -82,7 +82,7 @@ def test_a_task_module_on_the_path_is_found_by_its_import_path(task_file: Path, 
     ("{file}:Nope", "has no class or function 'Nope'"),
     ("{file}:NoRewards", "has no reward_funcs() method"),
     ("no_such_package_xyz.tasks:Task", "cannot import 'no_such_package_xyz.tasks': ModuleNotFoundError"),
-    ("voxel", "unknown task 'voxel'; choose one of: hypospace-boolean"),
+    ("voxel", "unknown task 'voxel'; choose one of: countdown, dataset, hypospace-boolean"),
 ])
 def test_a_bad_task_is_one_line_naming_the_problem(spec: str, problem: str, task_file: Path) -> None:
     with pytest.raises(ValueError) as raised:
