@@ -174,7 +174,7 @@ V2_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", "count", "grpo+zero_fl
 # and IPS + count bonus; a constant learning rate, so that the budget pilot's plateau is the policy's, not the
 # schedule's. The RL budget is fixed by the pilot's rule (benchmarks/v3_pilots.py budget).
 SFT_STEPS_V3 = 12  # pilot 1 (benchmarks/v3_pilots.py warm-start; decisions.md)
-STEPS_V3 = None
+STEPS_V3 = 24  # pilot 2 (benchmarks/v3_pilots.py budget; decisions.md)
 V3_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", CONTINUED_SFT, "maxent", "count+ips"),
                     seeds=(0, 1, 2, 3, 4), steps=STEPS_V3 or 0, learning_rate=5e-5, samples=32, prompts_per_step=4,
                     all_seeds=True, eval_steps=6, save_steps=4, sft=True, sft_steps=SFT_STEPS_V3, arm_by_arm=True,

@@ -55,14 +55,15 @@ def warm_start_pilot(log: Path) -> dict[str, Any]:
 
 def plateau_budget(validity: list[float]) -> dict[str, Any]:
     """Windows of `WINDOW` steps of training validity; the budget ends the first window (from the second on) that
-    rises less than `PLATEAU_RISE` over the one before it, at least `MIN_BUDGET`; `MAX_BUDGET` if none does."""
+    rises less than `PLATEAU_RISE` over the one before it, at least `MIN_BUDGET`; `MAX_BUDGET` if none does. Decided
+    (`decided`) as soon as such a window is complete, or after `MAX_BUDGET` steps: later steps cannot change it."""
     windows = [float(np.mean(validity[i:i + WINDOW])) for i in range(0, len(validity) - WINDOW + 1, WINDOW)]
-    budget = MAX_BUDGET
     for j in range(1, len(windows)):
         if windows[j] - windows[j - 1] < PLATEAU_RISE:
-            budget = max(MIN_BUDGET, WINDOW * (j + 1))
-            break
-    return {"windows": windows, "budget": budget}
+            return {"windows": windows, "budget": max(MIN_BUDGET, WINDOW * (j + 1)), "decided": True,
+                    "steps_read": len(validity)}
+    return {"windows": windows, "budget": MAX_BUDGET, "decided": len(validity) >= MAX_BUDGET,
+            "steps_read": len(validity)}
 
 
 def budget_pilot(sft_steps: int, log: Path) -> dict[str, Any]:
@@ -75,8 +76,12 @@ def budget_pilot(sft_steps: int, log: Path) -> dict[str, Any]:
     setting = bench.TASKS[protocol.task]
     model = bench.warm_start(protocol, 0, STATE, log)  # the campaign's SFT seed 0, which it then reuses
     run = STATE / "pilots" / "grpo-budget-seed0"
+    checkpoint = bench._resumable_checkpoint(run) if run.is_dir() else None
+    if checkpoint is not None:  # the rule may have decided already: the steps after that cannot change the budget
+        validity = [value for _, value in metric_series(load_log_history(checkpoint), "divrl/primary_reward")]
+        if plateau_budget(validity)["decided"]:
+            return {"validity": validity, **plateau_budget(validity), "read_from": checkpoint.name}
     if not ((run / "trainer_state.json").is_file() and any(run.glob("*.safetensors"))):
-        checkpoint = bench._resumable_checkpoint(run) if run.is_dir() else None
         print(f"  GRPO budget pilot: {MAX_BUDGET} steps" + (f", resuming from {checkpoint.name}" if checkpoint else ""),
               flush=True)
         bench._divrl(["train", str(bench.RECIPES / setting.task / "grpo.yaml"), *setting.train_args,
@@ -114,10 +119,12 @@ def markdown(data: dict[str, Any]) -> str:
     budget = data.get("budget")
     if budget:
         windows = ", ".join(f"{w:.3f}" for w in budget["windows"])
-        lines += [f"RL budget: GRPO seed 0, {MAX_BUDGET} steps from SFT seed 0; training validity per window of "
-                  f"{WINDOW} steps: {windows}. Rule: the budget ends the first window that rises less than "
-                  f"{PLATEAU_RISE} over the one before (at least {MIN_BUDGET} steps): **{budget['budget']} steps**.",
-                  ""]
+        read = (f" (the run was stopped at step {budget['steps_read']}, when the rule had decided: its later steps "
+                f"could not change the budget)" if budget.get("steps_read", MAX_BUDGET) < MAX_BUDGET else "")
+        lines += [f"RL budget: GRPO seed 0, up to {MAX_BUDGET} steps from SFT seed 0 at constant learning rate; "
+                  f"training validity per window of {WINDOW} steps: {windows}{read}. Rule: the budget ends the first "
+                  f"window that rises less than {PLATEAU_RISE} over the one before (at least {MIN_BUDGET} steps): "
+                  f"**{budget['budget']} steps**.", ""]
     return "\n".join(lines)
 
 
