@@ -213,8 +213,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         samples = samples_per_instance(instances, args.samples_per_hypothesis)
         budget = f"ceil({args.samples_per_hypothesis:g} x |H_O|) = {min(samples)}..{max(samples)} samples"
-    models = expand_models(args.model, args.label) if not args.base_url else [
-        (label, model) for model, label in zip(args.model, args.label or args.model, strict=True)]
+    models = expand_models(args.model, args.label)
     out = output_directory(args.out)
     for _, model in models:
         if not args.base_url:  # a served model's name is the server's to resolve
