@@ -766,7 +766,8 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
                      "learning_rate": protocol.learning_rate, "samples": protocol.samples, "seeds": protocol.seeds,
                      "max_new_tokens": setting.max_new_tokens, "methods": list(protocol.methods),
                      "prompts_per_step": protocol.prompts_per_step, "eval_steps": protocol.eval_steps,
-                     "sft": protocol.sft, "priority": list(protocol.priority)},
+                     "sft": protocol.sft, "priority": list(protocol.priority), "sft_steps": protocol.sft_steps,
+                     "lr_scheduler": protocol.lr_scheduler},
         "methods": methods,
         "confirmatory": confirmatory(collected, protocol),
         "seed_level": rows,
@@ -870,8 +871,8 @@ def markdown(data: dict[str, Any], stem: str) -> str:
     units = data.get("units")
     done = f"{units['done']} of {units['total']} units evaluated; " if units else ""
     status = ("complete" if data["complete"] else f"PARTIAL ({done}step counts below; rerun the same command with "
-              "--resume, `make bench-evidence` for v2 or `make bench-evidence-voxel`, to continue from the finished "
-              "units)")
+              "--resume, or its make target (`bench-evidence`, `bench-evidence-voxel`, `bench-evidence-v3`), to "
+              "continue from the finished units)")
     lines = [
         f"## Real-model recovery on HypoSpace: {stem} (benchmarks/hypospace_recovery.py)",
         "",
@@ -897,7 +898,12 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         f"uniqueness | distinct valid found | modal share | distinct answers, all instances | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    if p.get("prompts_per_step", 1) > 1 and not stem.startswith(SWEEP_PREFIX):
+    if p.get("sft_steps") is not None:  # evidence v3: the budget and warm start come from its pilots
+        lines[-2:-2] = [f"Why this budget: {p['sft_steps']} warm-start steps and {p['steps']} RL steps at a "
+                        f"{p.get('lr_scheduler') or 'linear'} learning rate, fixed by the pilots' rules before any "
+                        "unit ran (benchmarks/results/v3_pilots.md; the protocol and every later decision: "
+                        f"benchmarks/evidence/{stem}/protocol.md and decisions.md).", ""]
+    elif p.get("prompts_per_step", 1) > 1 and not stem.startswith(SWEEP_PREFIX):
         lines[-2:-2] = sweep_lines()
     headline = [(label, m) for label, m in data["methods"].items() if "recovery_at_n_admissible" in m]
     columns, header = headline_columns(bool(p.get("sft")))
