@@ -13,14 +13,14 @@ import json
 import sys
 from typing import Any
 
-import numpy as np
-
 from divrl.sampling import add_sampling_arguments
 from divrl.task import build_task, completion_text, has_hook
 
 
 def evaluate_task(task: Any, dataset: Any, sampler: Any, samples: int) -> dict[str, Any]:
     """Sample `samples` completions per row of `dataset`, score them and summarise per prompt and overall."""
+    import numpy as np
+
     prompts = list(dataset["prompt"])
     completions = sampler(prompts, samples)
     columns = {name: list(dataset[name]) for name in dataset.column_names if name != "prompt"}
