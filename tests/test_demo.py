@@ -47,6 +47,9 @@ def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, cap
         assert (out / method / "adapter_model.safetensors").is_file()
     assert len(trained_tasks) == 2
     assert all(name == "hypospace-boolean" and demo.BOOLEAN.items() <= params.items() for name, params in trained_tasks)
+    # `make demo` twice: the second run trains afresh into the same folder instead of refusing it as a run to resume
+    assert main(["demo", "--model", str(tiny_qwen3), "--steps", "1", "--instances", "4", "--samples", "2",
+                 "--out", str(out)]) == 0
 
 
 @pytest.mark.parametrize("flag", ["--steps", "--prompts-per-step", "--instances", "--samples", "--learning-rate"])

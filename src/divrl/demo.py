@@ -140,7 +140,8 @@ def run_demo(args: argparse.Namespace) -> int:
                       "--max_steps", str(args.steps), "--instance_limit", str(args.instances),
                       "--per_device_train_batch_size", str(8 * args.prompts_per_step),
                       "--learning_rate", str(args.learning_rate), "--max_completion_length", str(MAX_NEW_TOKENS),
-                      "--output_dir", str(out / method), "--logging_steps", "1", "--save_strategy", "no",
+                      "--output_dir", str(out / method), "--overwrite_output_dir", "true",  # a rerun trains afresh
+                      "--logging_steps", "1", "--save_strategy", "no",
                       # the demo evaluates every model on held-out instances once training ends
                       "--recovery_eval", "false"])
         if code:
