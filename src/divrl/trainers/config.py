@@ -26,6 +26,7 @@ ARCHIVE_SCOPES = ("global", "prompt")
 NOVELTY_EMBEDDINGS = ("ngram", "hidden", "task")
 DIVERGENCE_ESTIMATORS = ("policy", "rehearsal")
 COVARIANCE_METHODS = ("clip_cov", "kl_cov")
+CONSOLE_LOGS = ("trl", "compact")
 
 
 
@@ -189,6 +190,12 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "read the text up to and including it. None = the task's `stop_strings` (HypoSpace: the END line that "
         "closes each worked example of its base prompts); [] = none. divrl choice. Default None."))
 
+    # --- Console (divrl) ---
+    console_log: str = field(default="trl", metadata=_help(
+        "What the console shows at each logging step: 'trl' = transformers' progress bar and the full metric dict "
+        "(TRL's behaviour); 'compact' = one line (step, validity, distinct valid answers, entropy, seconds), with "
+        "every metric appended to <output_dir>/metrics.jsonl as it is logged. divrl choice. Default 'trl'."))
+
     def __post_init__(self) -> None:
         self._resolve_unset()
         super().__post_init__()
@@ -222,6 +229,7 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         self.qd_ranges = _as_range_pairs(self.qd_ranges)
         self.validate_population()
         self.validate_flowrl()
+        _check_choice("console_log", self.console_log, CONSOLE_LOGS)
         _check_choice("ips_outcome_key", self.ips_outcome_key, OUTCOME_KEY_SOURCES)
         _check_choice("qd_archive", self.qd_archive, ARCHIVE_SCOPES)
         _check_choice("semantic_embedding", self.semantic_embedding, SEMANTIC_EMBEDDINGS)

@@ -73,6 +73,7 @@ from divrl.trainers.checkpoint import (
     write_manifest,
 )
 from divrl.trainers.config import DivRLConfig
+from divrl.trainers.console_log import use_compact_console
 from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 from divrl.trainers.flowrl import LOG_Z_FILE, FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
@@ -196,6 +197,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         if args.divergence_enabled and args.divergence_estimator == "rehearsal":
             self.rehearsal = RehearsalSet(args.divergence_rehearsal_path, args.temperature)
         super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
+        if args.console_log == "compact":
+            use_compact_console(self)
 
         self._num_task_rewards = len(self.reward_funcs)
         self._has_bonus_column = args.qd or args.novelty_enabled or args.count_bonus_enabled
