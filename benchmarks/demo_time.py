@@ -75,8 +75,9 @@ def main() -> None:
     (RESULTS / "demo.json").write_text(json.dumps(
         {"wall_s": wall, **memory, "commit": commit, "cpu": cpu_model(), "cores": os.cpu_count(), "load_average": load,
          "date": date, "report": report}, indent=1))
-    body = report.replace("# divrl demo:", "### The demo's report:", 1).replace(
-        "![recovery curves](eval/recovery.png)", "")
+    body = report.replace("# divrl demo:", "### The demo's report:", 1).replace("\n## ", "\n#### ")
+    for image in ("![toy comparison](toy.png)", "![recovery curves](eval/recovery.png)", "![training](training.png)"):
+        body = body.replace(image, "")  # they live in the demo's temporary folder
     minutes, seconds = divmod(round(wall), 60)
     lines = ["## The main job: `make demo` (`benchmarks/demo_time.py`)", "",
              f"`divrl demo` with its defaults took **{minutes} min {seconds} s** of wall time on "

@@ -129,6 +129,39 @@ def plot_complexity(runs: list[MethodRun], path: Path) -> Path:
     return path
 
 
+def plot_overview(panels: list[tuple[str, TabularEnv, list[MethodRun]]], path: Path) -> Path:
+    """One row per environment: the likeliest outcome's probability over training (mean, +-1 seed std band), and
+    each method's final outcome-group distribution (mean over seeds, seed-std whiskers) beside the target."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(panels), 2, figsize=(10, 3.2 * len(panels)), squeeze=False)
+    for (name, env, runs), (curve_ax, bar_ax) in zip(panels, axes):
+        width = 0.8 / (len(runs) + 1)
+        x = np.arange(len(env.freq_labels))
+        bar_ax.bar(x, env.outcome_freqs(env.target).numpy(), width, label="target (∝ reward)", color="black",
+                   alpha=0.7)
+        for i, run in enumerate(runs, start=1):
+            values = run.curves["max_outcome_prob"]
+            mean, std = values.mean(0), seed_std(values)
+            steps = np.arange(1, len(mean) + 1)
+            (line,) = curve_ax.plot(steps, mean, label=run.method, lw=1.4)
+            curve_ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.2, lw=0)
+            groups = np.stack([env.outcome_freqs(torch.from_numpy(d)).numpy() for d in run.final_distribution])
+            bar_ax.bar(x + i * width, groups.mean(0), width, yerr=seed_std(groups), color=line.get_color(),
+                       label=run.method, capsize=2)
+        curve_ax.set(title=f"{name}: probability of the likeliest outcome", xlabel="training step", ylim=(0, 1.02))
+        bar_ax.set_xticks(x + 0.4 - width / 2, env.freq_labels, fontsize=8)
+        bar_ax.set(title=f"{name}: final outcome distribution", ylabel="probability", ylim=(0, 1.02))
+        curve_ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    axes[0][1].legend(fontsize=8)
+    fig.suptitle(f"mean over {len(panels[0][2][0].seeds)} seeds (band, whiskers: ±1 seed std); target: "
+                 "probability ∝ reward")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_all(runs: list[MethodRun], env: TabularEnv | IdeaEnv, out_dir: Path) -> list[Path]:
     """Every figure that applies to `env`; returns the written paths."""
     paths = [plot_curves(runs, out_dir / "curves.png")]
