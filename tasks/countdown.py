@@ -203,9 +203,19 @@ class CountdownTask:
         """IPS / count-bonus outcome: the canonical correct expression (None when wrong)."""
         return self.check(completion, numbers, target)
 
+    def worked_example(self, index: int, seed: int) -> str:
+        """Instance `index` as a solved base-prompt block: its question and one of its solutions (drawn with seed)."""
+        instance = self.instances[index]
+        forms = sorted(solutions(tuple(sorted(instance["numbers"])))[Fraction(instance["target"])])
+        shown = random.Random(f"{seed}-{index}").choice(forms)
+        return f"{self.prompt_text(instance['numbers'], instance['target'])}\n{ANSWER_LABEL} {shown[1:-1]}\n\n"
+
     def train_dataset(self, split: str = "train", style: str = "chat", seed: int = 0, limit: int | None = None,
                       n_exemplars: int = 0, **_: Any) -> Any:
-        """`prompt` plus `numbers`, `target` and `n_solutions` (split by `test_fraction`, shuffled with `seed`)."""
+        """`prompt` plus `numbers`, `target` and `n_solutions` (split by `test_fraction`, shuffled with `seed`).
+
+        Base prompts open with `n_exemplars` solved instances of the train split (never the instance itself, never
+        a test instance), drawn per instance with `seed`: a small base model rarely solves one zero-shot."""
         from datasets import Dataset
 
         if split not in ("train", "test", "all") or style not in ("chat", "base"):
@@ -213,11 +223,20 @@ class CountdownTask:
         order = list(range(len(self.instances)))
         random.Random(seed).shuffle(order)
         n_test = round(self.test_fraction * len(order))
+        train_pool = sorted(order[n_test:])
+        if style == "base" and not 0 <= n_exemplars < max(len(train_pool), 1):
+            raise ValueError(f"n_exemplars must be in [0, {len(train_pool) - 1}] (the train split's instances, less "
+                             f"one), got {n_exemplars}")
         chosen = {"test": order[:n_test], "train": order[n_test:], "all": order}[split][:limit]
         rows = []
         for index in sorted(chosen):
             instance = self.instances[index]
             text = self.prompt_text(instance["numbers"], instance["target"])
-            prompt: Any = [{"role": "user", "content": text}] if style == "chat" else f"{text}\n{ANSWER_LABEL}"
+            if style == "chat":
+                prompt: Any = [{"role": "user", "content": text}]
+            else:
+                pool = [i for i in train_pool if i != index]
+                shots = random.Random(f"{seed}-shots-{index}").sample(pool, n_exemplars)
+                prompt = "".join(self.worked_example(i, seed) for i in shots) + f"{text}\n{ANSWER_LABEL}"
             rows.append({"prompt": prompt, **instance})
         return Dataset.from_list(rows)

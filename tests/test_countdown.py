@@ -97,3 +97,22 @@ def test_eval_task_runs_from_the_command_line(tiny_qwen3: Path, tmp_path: Path) 
     result = json.loads((tmp_path / "task_eval.json").read_text())
     assert result["prompts"] == 3 and result["samples"] == 2 and 0.0 <= result["validity"] <= 1.0
     assert all(len(row["completions"]) == 2 for row in result["per_prompt"])
+
+
+def test_base_prompts_open_with_solved_train_instances() -> None:
+    task = CountdownTask(instances=40)
+    test_rows = task.train_dataset("test", "base", seed=3, n_exemplars=3)
+    train_rows = task.train_dataset("train", "base", seed=3, n_exemplars=3)
+    train_questions = {task.prompt_text(r["numbers"], r["target"]) for r in train_rows}
+    for row in [*test_rows, *train_rows]:
+        *shots, question = row["prompt"].split("\n\n")
+        assert len(shots) == 3 and question == f"{task.prompt_text(row['numbers'], row['target'])}\nAnswer:"
+        for shot in shots:
+            text, answer = shot.split("\nAnswer: ")
+            assert text in train_questions and text != question.split("\n")[0]  # train instances, never itself
+            numbers = [int(n) for n in text.split("numbers ")[1].split(", each")[0].split(", ")]
+            target = int(text.split("equals ")[1].split(".")[0])
+            assert task.correct([answer], [numbers], [target]) == [1.0]  # a true solution, in the model's format
+    assert "\n\n" not in task.train_dataset("test", "base", seed=3, n_exemplars=0)[0]["prompt"]
+    with pytest.raises(ValueError, match="n_exemplars must be in"):
+        task.train_dataset("test", "base", n_exemplars=20)
