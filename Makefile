@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 report lint
+.PHONY: install test demo bench bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 bench-demo-seeds \
+	bench-countdown report lint
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -52,6 +53,16 @@ bench-evidence: $(VENV)/.installed
 
 bench-evidence-voxel: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/hypospace_recovery.py --protocol v2-voxel --resume
+	$(PY) benchmarks/report.py
+
+# The demo's settings with 5 seeds (about 45 min on 2 cores, resumable): what one `make demo` run is read against.
+# Countdown end to end on the embedded model (about 20 min).
+bench-demo-seeds: $(VENV)/.installed
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/demo_seeds.py
+	$(PY) benchmarks/report.py
+
+bench-countdown: $(VENV)/.installed
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/countdown_embedded.py
 	$(PY) benchmarks/report.py
 
 # Evidence v3 (issue 28): from a git worktree at the campaign's recorded commit, in a venv of its own (see the script)
