@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from divrl.toy.cli import ENV_DEFAULTS
 from divrl.toy.envs import TabularEnv, make_bandit, make_hypergrid, make_multiplicity_grid
+from divrl.toy.options import ENV_DEFAULTS
 from divrl.toy.runner import TrainConfig, train
 
 SEEDS = [42, 142, 242, 342, 442]

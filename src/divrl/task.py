@@ -9,7 +9,7 @@ attribute (a tuple of strings) ends training completions there, as EOS does (`Di
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -50,10 +50,6 @@ def completion_text(completion: Any) -> str:
 def has_hook(task: Any, hook: str) -> bool:
     """Whether `task` implements the optional hook `hook` (e.g. "outcome_key", "behavior")."""
     return callable(getattr(task, hook, None))
-
-
-OutcomeKey = Hashable | None
-Descriptor = Sequence[float] | None
 
 
 # Task name -> "module:factory" for recipes, `divrl train` and the evaluators; imported on first use.

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from divrl.toy.cli import ENV_DEFAULTS, build_env
+from divrl.toy.cli import build_env
+from divrl.toy.options import ENV_DEFAULTS
 
 METHODS = ("grpo", "ips", "maxent")
 # Steps per environment: the bandit prototype's 1000 (MaxEnt settles late there); 800 of the hyper-grid's 2000,

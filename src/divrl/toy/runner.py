@@ -59,9 +59,9 @@ from divrl.core import (
     without_flat_groups,
 )
 from divrl.core.ips import distinct_outcomes_per_group
-from divrl.toy.cli import TRAIN_OPTIONS
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
 from divrl.toy.methods import Method
+from divrl.toy.options import TRAIN_OPTIONS
 from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
 
 # Recorded for every method; token_entropy / entropy_alpha show what maxent's entropy controller sees and does.
