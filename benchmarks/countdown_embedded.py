@@ -44,6 +44,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=20, help="held-out Countdown instances (default 20)")
     parser.add_argument("--samples", type=int, default=8, help="samples per instance (default 8)")
     args = parser.parse_args()
+    from divrl.train import load_recipe_file
+
+    task_args = load_recipe_file(str(RECIPES / "grpo.yaml"))["task_args"]  # the evaluation's instances are the recipes'
     timings, results = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
@@ -55,8 +58,9 @@ def main() -> None:
                 "--save_strategy", "no", "--output_dir", str(out / method), "--overwrite_output_dir", "true")
         for label, model in [("base", MODEL), *((method, str(out / method)) for method in METHODS)]:
             timings[f"evaluate {label}"] = divrl(
-                "eval", "task", "--task", "countdown", "--task-arg", "count=3", "--task-arg", "max_number=20",
-                "--task-arg", "instances=200", "--model", model, "--split", "test", "--limit", str(args.prompts),
+                "eval", "task", "--task", "countdown",
+                *(arg for key, value in task_args.items() for arg in ("--task-arg", f"{key}={value}")),
+                "--model", model, "--split", "test", "--limit", str(args.prompts),
                 "--samples", str(args.samples), "--prompt-style", "base", "--n-exemplars", "3",
                 "--max-new-tokens", "60", "--out", str(out / f"eval-{label}"))
             result = json.loads((out / f"eval-{label}" / "task_eval.json").read_text())
@@ -65,12 +69,13 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip() or "unknown"
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    doc = {"settings": vars(args), "models": results, "timings_s": timings, "commit": commit, "cpu": cpu_model(),
+    doc = {"settings": {**vars(args), "task_args": task_args}, "models": results, "timings_s": timings,
+           "commit": commit, "cpu": cpu_model(),
            "cores": os.cpu_count(), "load_average": [round(x, 1) for x in os.getloadavg()], "date": date}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "countdown_embedded.json").write_text(json.dumps(doc, indent=1))
     lines = ["## Countdown on the embedded model (`benchmarks/countdown_embedded.py`)", "",
-             f"`recipes/embedded-cpu/countdown/{{grpo,ips}}.yaml` (3 numbers up to 20, 200 instances) trained for "
+             f"`recipes/embedded-cpu/countdown/{{grpo,ips}}.yaml` (task_args {json.dumps(task_args)}) trained for "
              f"{args.steps} steps each, then `divrl eval task` on {args.prompts} held-out instances x {args.samples} "
              f"samples (base prompts, 3 worked examples). Commit {commit}, {date}, {os.cpu_count()} cores "
              f"({cpu_model()}), load average {', '.join(str(round(x, 1)) for x in os.getloadavg())} at the end. One "

@@ -131,7 +131,10 @@ MODELS: dict[str, dict[str, Any]] = {
                      "lora_dropout": 0.0},
         # The small base model rarely writes a valid hypothesis (validity ~1%), so a binary reward gives groups
         # with no signal: pay 0.2 for any readable hypothesis (HypoSpace's documented shaped variant).
-        "extra_task_args": {"hypospace": {"format_reward": 0.2}},
+        "extra_task_args": {"hypospace": {"format_reward": 0.2},
+                            # With three worked examples the base model solves about 1 instance in 100 at numbers up
+                            # to 10 (12 test prompts x 8) and none at 20 (8 x 8): the smaller range gives RL a signal
+                            "countdown": {"max_number": 10, "instances": 100}},
         # Held-out recovery logged during training (divrl/eval/recovery@n, divrl/eval/validity): 4 test instances x
         # 8 samples before the first step, every 10 steps and at the end. One evaluation samples 32 completions (as
         # many as 4 training steps generate, but stopped at the answer's END line, and with no backward pass).

@@ -161,6 +161,7 @@ class CountdownTask:
         self.count, self.test_fraction = count, test_fraction
         rng = random.Random(seed)
         self.instances: list[dict[str, Any]] = []
+        seen: set[tuple[tuple[int, ...], int]] = set()  # no instance twice: a repeat could sit in both splits
         for _ in range(100 * instances):
             if len(self.instances) == instances:
                 break
@@ -169,9 +170,12 @@ class CountdownTask:
                        if v.denominator == 1 and 10 <= v <= 999 and len(forms) >= min_solutions]
             if targets:
                 target, forms = rng.choice(sorted(targets))
-                self.instances.append({"numbers": list(numbers), "target": int(target), "n_solutions": len(forms)})
+                if (numbers, int(target)) not in seen:
+                    seen.add((numbers, int(target)))
+                    self.instances.append({"numbers": list(numbers), "target": int(target), "n_solutions": len(forms)})
         if len(self.instances) < instances:
-            raise ValueError(f"only {len(self.instances)} instances with >= {min_solutions} solutions found")
+            raise ValueError(f"only {len(self.instances)} distinct instances with >= {min_solutions} solutions found "
+                             f"for count {count}, max_number {max_number}: ask for fewer or widen max_number")
 
     def prompt_text(self, numbers: Sequence[int], target: int) -> str:
         listed = ", ".join(map(str, numbers))

@@ -116,3 +116,10 @@ def test_base_prompts_open_with_solved_train_instances() -> None:
     assert "\n\n" not in task.train_dataset("test", "base", seed=3, n_exemplars=0)[0]["prompt"]
     with pytest.raises(ValueError, match="n_exemplars must be in"):
         task.train_dataset("test", "base", n_exemplars=20)
+
+
+def test_instances_are_distinct_so_no_test_instance_repeats_a_train_one() -> None:
+    task = CountdownTask(max_number=8, instances=100)  # 3 numbers up to 8: repeats were common before
+    assert len({(tuple(i["numbers"]), i["target"]) for i in task.instances}) == 100
+    with pytest.raises(ValueError, match="only 136 distinct instances"):
+        CountdownTask(max_number=8, instances=200)
