@@ -12,7 +12,12 @@ import torch
 from trainer_helpers import distinct_chars_reward, lora_config, make_config, snapshot
 
 from divrl.tasks.hypospace import VoxelTask
-from divrl.trainers.recovery_callback import EVAL_PREFIX, RecoveryEvalCallback, aggregate_records, recovery_points
+from divrl.tasks.hypospace.recovery_callback import (
+    EVAL_PREFIX,
+    RecoveryEvalCallback,
+    aggregate_records,
+    recovery_points,
+)
 
 # Four instances (one occupied cell of a 2x2 grid, height 1 or 2), |H_O| = 2 each; the test split holds two.
 TASK = VoxelTask(grid=2, max_height=2, max_blocks=1)
@@ -211,3 +216,13 @@ def test_recovery_eval_leaves_population_selection_on_training_prompts(tmp_path:
     assert held_out and not held_out & set(trainer.train_dataset["id"])
     assert {row["id"] for row in trainer._held_rows}.isdisjoint(held_out)
     assert any(isinstance(c, RecoveryEvalCallback) for c in trainer.callback_handler.callbacks)
+
+
+def test_the_old_import_path_still_works_and_says_where_the_callback_moved() -> None:
+    import importlib
+    import sys
+
+    sys.modules.pop("divrl.trainers.recovery_callback", None)
+    with pytest.warns(DeprecationWarning, match="moved to divrl.tasks.hypospace.recovery_callback"):
+        old = importlib.import_module("divrl.trainers.recovery_callback")
+    assert old.RecoveryEvalCallback is RecoveryEvalCallback

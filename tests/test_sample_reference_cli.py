@@ -30,7 +30,7 @@ def test_cli_writes_a_rehearsal_set(tiny_qwen3: Path, tmp_path: Path) -> None:
 
 
 def test_bad_prompts_file_is_reported(tmp_path: Path) -> None:
-    from divrl.trainers.sample_reference_cli import read_prompts
+    from divrl.task import read_prompts
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "ok"}\n{not json}\n')
@@ -86,7 +86,7 @@ def test_correct_only_keeps_every_prompts_correct_samples(tiny_qwen3: Path, tmp_
 def test_recipe_task_scores_with_the_tasks_first_reward(tiny_qwen3: Path) -> None:
     from transformers import AutoTokenizer
 
-    from divrl.trainers.sample_reference_cli import _RecipeTask
+    from divrl.sample_reference import _RecipeTask
 
     recipe = _RecipeTask(str(Path(__file__).parents[1] / "recipes/embedded-cpu/hypospace-boolean/js.yaml"))
     recipe.load_prompts(AutoTokenizer.from_pretrained(tiny_qwen3))

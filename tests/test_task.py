@@ -1,5 +1,7 @@
 """The task protocol helpers shared by every task and trainer."""
 
+import pytest
+
 from divrl.task import completion_text, has_hook
 
 
@@ -21,3 +23,11 @@ def test_has_hook() -> None:
             return completion
 
     assert has_hook(Task(), "outcome_key") and not has_hook(Task(), "behavior") and not has_hook(None, "behavior")
+
+
+@pytest.mark.parametrize(("style", "template", "resolved"), [("auto", True, "chat"), ("auto", False, "base"),
+                                                             ("base", True, "base"), ("chat", False, "chat")])
+def test_prompt_style_auto_follows_the_chat_template(style: str, template: bool, resolved: str) -> None:
+    from divrl.task import resolve_prompt_style
+
+    assert resolve_prompt_style(style, template) == resolved

@@ -9,7 +9,9 @@ attribute (a tuple of strings) ends training completions there, as EOS does (`Di
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -45,6 +47,37 @@ def completion_text(completion: Any) -> str:
         elif isinstance(content, Sequence):
             parts.extend(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
     return "\n".join(parts)
+
+
+def read_prompts(path: Path, column: str) -> list[Any]:
+    """Prompts from a JSONL file (one object per line holding `column`: a string or a list of chat messages)."""
+    if path.is_dir():
+        raise ValueError(f"prompts file {str(path)!r} is a directory: name the JSONL file in it (e.g. "
+                         f"{str(path / 'exploration.jsonl')!r})")
+    if not path.is_file():
+        raise ValueError(f"prompts file {str(path)!r} does not exist")
+    prompts = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(record, dict) or column not in record:
+            raise ValueError(f"{path}:{number}: expected an object with a {column!r} field")
+        prompts.append(record[column])
+    if not prompts:
+        raise ValueError(f"{path} holds no prompts")
+    return prompts
+
+
+def resolve_prompt_style(style: str, has_chat_template: bool) -> str:
+    """`prompt_style: auto` as every verb reads it: 'chat' when the model's tokenizer has a chat template, else
+    'base'; 'chat' and 'base' as given."""
+    if style != "auto":
+        return style
+    return "chat" if has_chat_template else "base"
 
 
 def has_hook(task: Any, hook: str) -> bool:

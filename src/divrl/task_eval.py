@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from divrl.sampling import add_sampling_arguments
-from divrl.task import build_task, completion_text, has_hook
+from divrl.task import build_task, completion_text, has_hook, resolve_prompt_style
 
 
 def evaluate_task(task: Any, dataset: Any, sampler: Any, samples: int) -> dict[str, Any]:
@@ -56,9 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     out = output_directory(args.out)
     config = sampling.sampling_config_from_args(args, stop=tuple(getattr(task, "stop_strings", ())))
     sampler = sampling.sampler_from_args(args.model, config, args)
-    style = args.prompt_style
-    if style == "auto":
-        style = "chat" if sampler.has_chat_template else "base"
+    style = resolve_prompt_style(args.prompt_style, sampler.has_chat_template)
     dataset = task.train_dataset(split=args.split, style=style, seed=args.seed, limit=args.limit,
                                  n_exemplars=args.n_exemplars)
     print(f"{args.model}: {len(dataset)} {args.split} prompts x {args.samples} samples ({style} prompts)",

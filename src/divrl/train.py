@@ -22,7 +22,7 @@ from divrl.recipe_checks import (
     check_task_settings,
     one_line_errors,
 )
-from divrl.task import build_task, task_names
+from divrl.task import build_task, read_prompts, resolve_prompt_style, task_names
 
 # A dry run writes here, under the recipe's output_dir, so a real run's `--resume_from_checkpoint true` never
 # finds the tiny model's checkpoints (it looks for checkpoint-* directly in output_dir).
@@ -147,9 +147,7 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
                                                 revision=model_args.model_revision,
                                                 trust_remote_code=training_args.trust_remote_code,
                                                 cpu=training_args.use_cpu)
-    style = script_args.prompt_style
-    if style == "auto":
-        style = "chat" if getattr(tokenizer, "chat_template", None) else "base"
+    style = resolve_prompt_style(script_args.prompt_style, bool(getattr(tokenizer, "chat_template", None)))
     dataset = task.train_dataset(split=script_args.split, style=style, seed=script_args.split_seed,
                                  limit=script_args.instance_limit, n_exemplars=script_args.n_exemplars)
     if script_args.train_prompts is not None:
@@ -166,7 +164,7 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
                            eval_dataset=eval_dataset if trl_eval else None, processing_class=tokenizer,
                            peft_config=peft_config, task=task)
     if script_args.recovery_eval:
-        from divrl.trainers.recovery_callback import RecoveryEvalCallback
+        from divrl.tasks.hypospace.recovery_callback import RecoveryEvalCallback
 
         trainer.eval_dataset = eval_dataset
 
@@ -179,8 +177,6 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
 def keep_listed_prompts(dataset: Any, path: Path) -> Any:
     """The rows of `dataset` whose prompt `path` lists (JSONL of {"prompt": ...}); ValueError naming the file when it
     lists none of them (another task, split or prompt style)."""
-    from divrl.trainers.sample_reference_cli import read_prompts
-
     listed = {json.dumps(prompt, sort_keys=True) for prompt in read_prompts(path, "prompt")}
     kept = dataset.filter(lambda row: json.dumps(row["prompt"], sort_keys=True) in listed)
     if len(kept) == 0:

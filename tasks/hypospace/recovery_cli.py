@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from divrl.sampling import add_sampling_arguments
+from divrl.task import resolve_prompt_style
 from divrl.tasks.hypospace.cli import add_task_arguments, output_directory, split_from_args, task_from_args
 from divrl.tasks.hypospace.common import SPLITS, Instance
 
@@ -226,9 +227,7 @@ def _run(args: argparse.Namespace) -> int:
     results, partials = [], []
     for label, model in models:
         sampler = sampling.sampler_from_args(model, config, args)
-        style = args.prompt_style
-        if style == "auto":
-            style = "chat" if sampler.has_chat_template else "base"
+        style = resolve_prompt_style(args.prompt_style, sampler.has_chat_template)
         build = task.prompts_for(style, args.seed, args.test_fraction, args.limit, args.n_exemplars)
         partial = PartialCompletions(out / "partial", {
             "model": [args.base_url, model] if args.base_url else model_signature(model),

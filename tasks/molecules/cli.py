@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from divrl.sampling import add_sampling_arguments
+from divrl.task import resolve_prompt_style
 
 BASE_STOP = "\nSMILES:"  # a new few-shot line (base prompts) means the molecule is finished
 
@@ -103,9 +104,7 @@ def _run(args: argparse.Namespace) -> int:
     checked_style = "base" if args.prompt_style == "auto" else args.prompt_style
     prompt_rows(args.samples, style=checked_style, prompts=args.prompts, shots=args.shots, seed=args.seed)
     sampler = sampling.sampler_from_args(args.model, config, args)
-    style = args.prompt_style
-    if style == "auto":
-        style = "chat" if sampler.has_chat_template else "base"
+    style = resolve_prompt_style(args.prompt_style, sampler.has_chat_template)
     print(f"{args.model}: {args.samples} samples over {args.prompts} {style} prompts", file=sys.stderr)
     sampling_config = {k: v for k, v in vars(config).items() if k != "progress"}
     metrics = evaluate_molecules(

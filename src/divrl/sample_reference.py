@@ -14,28 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-
-def read_prompts(path: Path, column: str) -> list[Any]:
-    """Prompts from a JSONL file (one object per line holding `column`: a string or a list of chat messages)."""
-    if path.is_dir():
-        raise ValueError(f"prompts file {str(path)!r} is a directory: name the JSONL file in it (e.g. "
-                         f"{str(path / 'exploration.jsonl')!r})")
-    if not path.is_file():
-        raise ValueError(f"prompts file {str(path)!r} does not exist")
-    prompts = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
-        if not isinstance(record, dict) or column not in record:
-            raise ValueError(f"{path}:{number}: expected an object with a {column!r} field")
-        prompts.append(record[column])
-    if not prompts:
-        raise ValueError(f"{path} holds no prompts")
-    return prompts
+from divrl.task import read_prompts, resolve_prompt_style
 
 
 def register(subparsers: Any) -> None:
@@ -121,9 +100,7 @@ class _RecipeTask:
 
     def load_prompts(self, tokenizer: Any) -> None:
         """The training split's rows, with prompts in the style training would use for this tokenizer."""
-        style = self.script.prompt_style
-        if style == "auto":
-            style = "chat" if getattr(tokenizer, "chat_template", None) else "base"
+        style = resolve_prompt_style(self.script.prompt_style, bool(getattr(tokenizer, "chat_template", None)))
         dataset = self.task.train_dataset(split=self.script.split, style=style, seed=self.script.split_seed,
                                           limit=self.script.instance_limit, n_exemplars=self.script.n_exemplars)
         self.rows = [dict(row) for row in dataset]
