@@ -8,7 +8,7 @@ trained adapter (and the untrained base model) is then evaluated with `divrl eva
 test split: N parallel samples per instance give RR(n), validity and uniqueness. Seeds are pooled per
 instance, and 95% intervals come from bootstrapping instances. Training-time collapse signatures (unshaped
 validity, distinct valid outcomes per group, entropy, completion length) come from each run's
-`trainer_state.json`, and the quality-diversity law (seed 002) is fitted on the GRPO and IPS runs.
+`trainer_state.json`, and the quality-diversity law (the quality-diversity paper) is fitted on the GRPO and IPS runs.
 
 Every unit of work (one training run, one evaluation) leaves its result on disk under `--state`; the script
 skips finished units, resumes interrupted training from its last checkpoint (`--resume`), and rewrites
@@ -507,7 +507,8 @@ def by_tier(evals: list[dict[str, Any]], recovery: np.ndarray, resamples: int = 
 
 
 def law_fits(runs: list[Path]) -> list[dict[str, Any]]:
-    """Seed 002's law R = -a exp(c D) + b (and c0 with entropy) on each run's per-step unshaped task reward."""
+    """The quality-diversity paper's law R = -a exp(c D) + b (and c0 with entropy) on each run's per-step unshaped
+    task reward."""
     from divrl.analysis.law import fit_run
 
     fits = []
@@ -966,7 +967,8 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             cells.append(f"{start:.2f} -> {end:.2f}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     if data["law_fits"]:
-        lines += ["", "Quality-diversity law (seed 002) per run, on per-step task reward before shaping: "
+        lines += ["", "Quality-diversity law (the quality-diversity paper) per run, on per-step task reward before "
+                      "shaping: "
                   "R = -a exp(c D) + b "
                   "with D the pairwise diversity, and R = -a0 exp(c0 H) + b0 with H the entropy (95% bootstrap "
                   "intervals; few points per run, so wide):", "", "| run | c [95% CI] | R^2 | c0 [95% CI] | R^2 |",

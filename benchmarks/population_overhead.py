@@ -300,7 +300,7 @@ def main() -> None:
     parser.add_argument("--memory-steps", type=int, default=6,
                         help="steps of each memory probe (> K, so every member has optimizer state)")
     parser.add_argument("--interval", type=int, default=10,
-                        help="T used to amortise the selection phase in the report (seed 000: 10)")
+                        help="T used to amortise the selection phase in the report (the execution-rewards paper: 10)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 rounds of 3 steps, nothing written")
     parser.add_argument("--probe", choices=("single", "population"), help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)

@@ -1,4 +1,4 @@
-"""Reproduce the toy claims of seeds 000 / 001 (issue 2, "What it must show") with `divrl.toy`.
+"""Reproduce the toy claims of the execution-rewards and IPS papers (issue 2, "What it must show") with `divrl.toy`.
 
 Writes benchmarks/results/toy.json (every number, per seed, and each claim's pass/fail) and
 benchmarks/results/toy.md (the BENCHMARKS.md fragment). Run: `.venv/bin/python benchmarks/toy_reproduction.py`.
@@ -29,7 +29,8 @@ from divrl.toy.runner import MethodRun, TrainConfig, train
 SEEDS = [42, 142, 242, 342, 442]
 RESULTS = Path(__file__).parent / "results"
 IDEA_METHODS = ["grpo", "qd", "maxent", "pop", "ips", "pop+ips+qd"]
-# Seed 000, Table 1 (last 10 epochs): mean R, max R, diversity, complexity. IPS and pop+ips+qd are ours.
+# The execution-rewards paper, Table 1 (last 10 epochs): mean R, max R, diversity, complexity. IPS and pop+ips+qd are
+# ours.
 SEED_IDEAS = {
     "grpo": (0.0716, 0.8412, 0.9675, 3.4332),
     "qd": (0.0814, 0.8122, 0.9433, 3.4306),
@@ -90,7 +91,7 @@ def bandit_main() -> dict[str, Any]:
 
 
 def bandit_ablation() -> dict[str, Any]:
-    """Group size G x epsilon for group-frequency IPS (as seed 001's Table 4), with the exact form beside."""
+    """Group size G x epsilon for group-frequency IPS (as the IPS paper's Table 4), with the exact form beside."""
     env = make_bandit([1, 2, 3, 4])
     table: dict[str, dict[str, Any]] = {}
     for g in GROUP_SIZES:
@@ -201,7 +202,8 @@ def _ideas_worker(method: str, ips_outcome: str = "peak") -> tuple[str, dict[str
 
 
 def ideas(workers: int) -> dict[str, Any]:
-    """Seed 000's Table 1 plus IPS and pop+ips+qd: 6 methods x 5 seeds x 120 epochs, timed end to end."""
+    """The execution-rewards paper's Table 1 plus IPS and pop+ips+qd: 6 methods x 5 seeds x 120 epochs, timed end to
+    end."""
     start = time.perf_counter()
     longest_first = sorted(IDEA_METHODS, key=lambda m: "pop" not in m)  # population runs cost ~3x: start them first
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
@@ -328,7 +330,7 @@ def machine() -> dict[str, Any]:
 def markdown(results: dict[str, Any]) -> str:
     """The BENCHMARKS.md fragment."""
     m = results["machine"]
-    lines = ["## Toy reproduction (seeds 000 / 001)", "",
+    lines = ["## Toy reproduction (the execution-rewards and IPS papers)", "",
              f"`benchmarks/toy_reproduction.py`, {m['date']}, {m['nproc']} cores ({m['cpu']}), torch on 1 thread per "
              f"run; load average at the end {m['load_average_1_5_15']} (the machine was shared with other jobs, so "
              "wall times are pessimistic). Seeds 42, 142, 242, 342, 442; numbers are mean ± sample std over seeds of "
@@ -383,7 +385,8 @@ def markdown(results: dict[str, Any]) -> str:
                   f"commit {grid_added['commit']}, {grid_added['wall_seconds']} s wall for the rows it ran); the other "
                   "rows are from the full run."]
     ide = results["ideas"]
-    lines += ["", "### Simulated ideas (seed 000 Table 1): 120 epochs, 8 prompts x G 16, 5 seeds", "",
+    lines += ["", "### Simulated ideas (the execution-rewards paper, Table 1): 120 epochs, 8 prompts x G 16, 5 seeds",
+              "",
               "'outcomes / group' = distinct IPS outcomes (the quality peak an idea belongs to, `--ips-outcome peak`) "
               "among a group's 16 ideas, for every method.", "",
               "| method | mean R | max R | diversity | complexity | outcomes / group | seed: mean R / max R / "
@@ -449,7 +452,8 @@ def notes(results: dict[str, Any]) -> list[str]:
         "is flat within seed noise from 32 to 64. A floor epsilon above 1/G caps the up-weighting further and "
         f"worsens the bias: with epsilon = 0.2 arm 1 all but disappears at every G (p1 {min(p1_eps02):.3f}-"
         f"{max(p1_eps02):.3f}).",
-        "Equal-reward bandit: seed 001's collapse theorem is about gradient flow. With plain SGD GRPO drifts onto the "
+        "Equal-reward bandit: the IPS paper's collapse theorem is about gradient flow. With plain SGD GRPO drifts onto "
+        "the "
         "initially likelier arm as predicted, in every seed. With Adam it does not reliably: Adam divides each "
         "logit's step by its own gradient scale, which largely cancels the probability multiplier p_i that drives "
         f"the drift, and the final arm-1 share of the good pair spreads over {adam_share.min():.2f}-"
@@ -485,7 +489,8 @@ def notes(results: dict[str, Any]) -> list[str]:
         "measured complexity ~1e9 after 120 epochs). With it MaxEnt's complexity saturates at "
         f"{maxent['complexity']:.2f}, close to E||N(0, e^4 I_16)|| = 29.1 and to the seed's 29.17 ± 0.22, which "
         "suggests the seed's policy hit the same clamp.",
-        "Ideas, what an IPS outcome is: seed 001 counts outcomes as equivalence classes of solutions (a hypothesis "
+        "Ideas, what an IPS outcome is: the IPS paper counts outcomes as equivalence classes of solutions (a "
+        "hypothesis "
         "up to equivalence, a Murcko scaffold), and IPS only reweights when a group's outcomes repeat. Keyed by the "
         "QD 10 x 10 behaviour cell (`--ips-outcome cell`), a group of 16 ideas holds "
         f"{keyed['cell']['outcomes_per_group']:.1f} distinct outcomes on average over the last 10 epochs, so every "
@@ -516,7 +521,8 @@ def notes(results: dict[str, Any]) -> list[str]:
         f"multi-seed 0.9507 ± 0.0264) and so does Pop's ({pop['diversity']:.3f} vs 0.9969). By construction, after "
         "every soup the K members are one policy plus restart noise relative to it (each weight tensor moves by "
         f"pop_sigma = {config('ideas').pop_sigma:g} of the soup tensor's norm, `divrl.core.perturb_relative_`, the "
-        "same rule as the LoRA trainer; seed 000's absolute sigma_p = 0.01 is 0.2-0.34 of our MLP's hidden-layer "
+        "same rule as the LoRA trainer; the execution-rewards paper's absolute sigma_p = 0.01 is 0.2-0.34 of our MLP's "
+        "hidden-layer "
         "weights at the first soup), so the population's ideas are "
         "about as diverse as one member's; the paper does not say how its Pop kept 0.997. Pop's complexity "
         f"contracts like GRPO's ({pop['complexity']:.2f}) where the seed reports 3.75 with slight expansion. Pop's "

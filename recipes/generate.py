@@ -13,7 +13,8 @@ import yaml
 
 ROOT = Path(__file__).parent
 
-# Task settings: the IPS paper's (seed 001, appendix B) for HypoSpace; cheap MPO for molecules; seed 000 ideas.
+# Task settings: the IPS paper's (appendix B) for HypoSpace; cheap MPO for molecules; the execution-rewards paper's
+# ideas.
 TASKS: dict[str, dict[str, Any]] = {
     "hypospace-voxel": {"task_args": {"grid": 3, "max_height": 3, "max_blocks": 3}, "instance_limit": 100},
     "hypospace-causal": {"task_args": {"nodes": 4, "max_edges": 6, "observations": [3]}, "instance_limit": 100},
@@ -50,11 +51,11 @@ METHODS: dict[str, dict[str, Any]] = {
     # needs a reused batch (two passes over each generation).
     "clip-cov": {"cov_method": "clip_cov", "cov_ratio": 2e-4},
     "kl-cov": {"cov_method": "kl_cov", "cov_ratio": 2e-4, "num_iterations": 2},
-    "flowrl": {"flowrl": True},  # baseline of seed 001's comparisons (Zhu et al. 2025 defaults: beta 15, clip 0.2)
+    "flowrl": {"flowrl": True},  # baseline of the IPS paper's comparisons (Zhu et al. 2025 defaults: beta 15, clip 0.2)
 }
 
 COMMON: dict[str, Any] = {
-    "use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05,  # seed 001 appendix B
+    "use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05,  # the IPS paper appendix B
     "num_generations": 8, "temperature": 1.0, "loss_type": "dapo", "beta": 0.0,
     "logging_steps": 5, "save_steps": 50, "save_total_limit": 3, "report_to": "none", "seed": 42,
 }

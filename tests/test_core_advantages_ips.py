@@ -78,7 +78,8 @@ def test_length_bins_split_each_group_by_rank():
 
 
 def test_equal_lengths_share_a_bin_whatever_their_order():
-    # Issue 14.2: seed 000 bins by complexity percentile, so equal lengths are one bin, never split by position.
+    # Issue 14.2: the execution-rewards paper bins by complexity percentile, so equal lengths are one bin, never split
+    # by position.
     lengths = torch.tensor([3.0, 7, 7, 1, 7, 3, 9, 7])
     bins = length_bins(lengths, 8, 3)
     for value in (3.0, 7.0):

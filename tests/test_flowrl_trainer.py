@@ -88,7 +88,7 @@ def test_loss_matches_hand_computation(tiny_qwen3: Path, tmp_path: Path) -> None
     beta, clip, kl_coef, entropy_coef = 0.5, 0.2, 0.04, 0.01
     tokenizer = _tokenizer(tiny_qwen3)
     # Two micro-batches of 4 per optimizer step; learning rate 0 keeps policy and head as they were for the step.
-    # TRL's KL and entropy regularisation stay on top of FlowRL (seed 001 runs FlowRL with both); "bnpo" makes
+    # TRL's KL and entropy regularisation stay on top of FlowRL (the IPS paper runs FlowRL with both); "bnpo" makes
     # their loss contribution the mean of the logged per-micro-batch values.
     args = make_config(tmp_path, max_steps=1, gradient_accumulation_steps=2, learning_rate=0.0, flowrl_beta=beta,
                        flowrl_importance_clip=clip, flowrl_log_z_dropout=0.0, beta=kl_coef,

@@ -1,4 +1,4 @@
-"""Reward components agree with RDKit; the MPO is the weighted geometric mean of seed 001, Eq. 11."""
+"""Reward components agree with RDKit; the MPO is the weighted geometric mean of the IPS paper, Eq. 11."""
 
 from __future__ import annotations
 

@@ -117,5 +117,6 @@ def test_model_card_names_and_cites_the_method_that_ran(
     if "ips" in overrides:
         assert "Inverse Probability Scaling" in card
     if "qd" in overrides:
-        assert card.count("Avoiding Convergence and Diversity Collapse") == 1  # QD and MaxEnt share seed 000
+        assert card.count("Avoiding Convergence and Diversity Collapse") == 1  # QD and MaxEnt share the
+        # execution-rewards paper
     assert set(tags) <= set(trainer.model.model_tags or [])

@@ -1,4 +1,4 @@
-"""`divrl sample-reference`: pre-sample a rehearsal set from the reference (initial) policy (seed 004).
+"""`divrl sample-reference`: pre-sample a rehearsal set from the reference (initial) policy (the DPH-RL paper).
 
 The set feeds `DivRLConfig(divergence=..., divergence_estimator="rehearsal", divergence_rehearsal_path=DIR)`.
 With `--recipe` the prompts, stop strings and correctness come from the recipe's task, so the set can be

@@ -1,6 +1,6 @@
 """REINVENT/Saturn-style diversity filter: scaffold buckets that zero the reward of crowded scaffolds.
 
-Semantics of REINVENT's IdenticalMurckoScaffold filter (the one Saturn and seed 001 use with bucket
+Semantics of REINVENT's IdenticalMurckoScaffold filter (the one Saturn and the IPS paper use with bucket
 size 10): a molecule already memorised scores `repeat_penalty` x its score (0 by default); otherwise
 a molecule scoring >= `min_score` is memorised in its scaffold's bucket, and once the bucket holds
 more than `bucket_size` molecules, it scores 0. Scaffolds are Bemis-Murcko ("murcko") or their

@@ -1,4 +1,4 @@
-"""Cheap molecule reward components and their geometric-mean MPO (seed 001, Eq. 11).
+"""Cheap molecule reward components and their geometric-mean MPO (the IPS paper, Eq. 11).
 
 The IPS paper's drug-discovery reward is the equal-weight geometric mean of docking, QED, an H-bond
 donor step constraint and synthesizability. Docking and retrosynthesis are expensive and not shipped:
@@ -48,7 +48,7 @@ def normalised_sa(mol: Chem.Mol) -> float:
 
 @dataclass(frozen=True)
 class HBDStep:
-    """Step constraint on hydrogen-bond donors (seed 001, Eq. 13): 1 if HBD <= threshold else 0."""
+    """Step constraint on hydrogen-bond donors (the IPS paper, Eq. 13): 1 if HBD <= threshold else 0."""
 
     threshold: int = 3
 
@@ -70,7 +70,7 @@ class MPO:
 
     `components` names shipped components; `extra_components` maps new names to user callables
     SMILES -> [0, 1] (e.g. a docking or retrosynthesis oracle), which receive the canonical SMILES.
-    `weights` defaults to equal weights (seed 001, Eq. 11). A component that raises or returns a value
+    `weights` defaults to equal weights (the IPS paper, Eq. 11). A component that raises or returns a value
     outside [0, 1] scores 0 for that molecule and is logged once per component (counted in `failures`).
     `sanity` is the chemistry gate (`divrl.tasks.molecules.sanity`): "auto" (default) applies the default
     `ChemistryGate` whenever qed, sa or hbd is a component; None/False turns it off; a `ChemistryGate` or a

@@ -1,1 +1,2 @@
-"""Toy tasks for language models: the simulated idea-generation environment (seed 000) in text form."""
+"""Toy tasks for language models: the simulated idea-generation environment (the execution-rewards paper) in text
+form."""

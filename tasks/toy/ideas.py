@@ -1,8 +1,9 @@
-"""Simulated idea generation (seed 000) for language models: an idea is a line of numbers, x in R^dim.
+"""Simulated idea generation (the execution-rewards paper) for language models: an idea is a line of numbers, x in
+R^dim.
 
 The completion's `Idea:` line is parsed into x (no evaluation of model output: a bounded number regex),
 and rewarded by `divrl.toy.envs.IdeaEnv`: stochastic execution reward (Q(x) + eps) B with peaks whose
-ceiling rises with complexity ||x||. Hooks: `behavior` is seed 000's b(x) = (sigmoid(||x|| - 3),
+ceiling rises with complexity ||x||. Hooks: `behavior` is the execution-rewards paper's b(x) = (sigmoid(||x|| - 3),
 angle of (x1, x2)), `outcome_key` its 10 x 10 cell (so IPS counts ideas in the same niche as one
 outcome), `embed` the idea vector itself (novelty in idea space, as in the seed).
 """
@@ -70,7 +71,7 @@ class IdeasTask:
         return [self.reward]
 
     def behavior(self, completion: Any, **_: Any) -> tuple[float, float] | None:
-        """Seed 000's behaviour descriptor b(x) in [0, 1]^2."""
+        """The execution-rewards paper's behaviour descriptor b(x) in [0, 1]^2."""
         x = self.parse(completion)
         return None if x is None else tuple(float(v) for v in self.env.behaviour(x))
 

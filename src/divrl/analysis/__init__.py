@@ -1,1 +1,1 @@
-"""Analysis of training runs: the quality-diversity law fit (seed 002) and training-curve plots."""
+"""Analysis of training runs: the quality-diversity law fit (the quality-diversity paper) and training-curve plots."""

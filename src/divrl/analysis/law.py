@@ -1,4 +1,5 @@
-"""Quality-diversity law (seed 002): fit R = -a exp(c D) + b and R = -a0 exp(c0 H) + b0 over a run's logs.
+"""Quality-diversity law (the quality-diversity paper): fit R = -a exp(c D) + b and R = -a0 exp(c0 H) + b0 over a run's
+logs.
 
 For fixed c the model is linear in (a, b), so (a, b) come in closed form by least squares and only c is
 searched (a grid over c * range(x), then golden-section refinement). Intervals for c are bootstrap
@@ -168,7 +169,8 @@ def run_fit_law(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `divrl fit-law`."""
-    parser = subparsers.add_parser("fit-law", help="Fit the quality-diversity and quality-entropy laws (seed 002).")
+    parser = subparsers.add_parser("fit-law", help="Fit the quality-diversity and quality-entropy laws (the "
+                                                   "quality-diversity paper).")
     parser.add_argument("runs", nargs="+", help="training output directories (with trainer_state.json)")
     parser.add_argument("--reward-key", default="reward", help="logged mean-reward key (default: reward)")
     parser.add_argument("--diversity-key", default="diversity/pairwise",

@@ -1,4 +1,5 @@
-"""Group-relative advantages (GRPO) and length-conditional advantage normalisation (seed 000, Eq. 6)."""
+"""Group-relative advantages (GRPO) and length-conditional advantage normalisation (the execution-rewards paper, Eq.
+6)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def without_flat_groups(advantages: torch.Tensor, rewards: torch.Tensor | Sequen
 
 
 def length_bins(lengths: torch.Tensor | Sequence[float], group_size: int, num_bins: int) -> torch.Tensor:
-    """Bin index in [0, num_bins) of each item by its length percentile inside its group (seed 000: "bins by
+    """Bin index in [0, num_bins) of each item by its length percentile inside its group (the execution-rewards paper:
+    "bins by
     complexity percentile").
 
     The percentile is the mid-rank, (items shorter + (items of equal length - 1) / 2) / group_size, so equal
@@ -85,7 +87,7 @@ def length_conditional_advantages(
     eps: float = 1e-4,
     scale: RewardScaling = "group",
 ) -> torch.Tensor:
-    """Normalise rewards within length bins of each group (seed 000, Eq. 6).
+    """Normalise rewards within length bins of each group (the execution-rewards paper, Eq. 6).
 
     A_i = (R_i - mean_bin) / (std_bin + eps), so long (complex) completions compete only with
     completions of similar length. A bin with a single item has no spread to compare against: its

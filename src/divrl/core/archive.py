@@ -1,4 +1,5 @@
-"""MAP-Elites grid archive (QD-GRPO, seed 000): one elite per behaviour cell, bonuses for new and improved cells.
+"""MAP-Elites grid archive (QD-GRPO, the execution-rewards paper): one elite per behaviour cell, bonuses for new and
+improved cells.
 
 The API follows pyribs: `add` returns a status per item, `stats` gives coverage and QD score.
 """

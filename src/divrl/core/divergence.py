@@ -1,4 +1,4 @@
-"""Per-token f-divergence estimators between the policy pi and the reference mu (DPH-RL, seed 004).
+"""Per-token f-divergence estimators between the policy pi and the reference mu (DPH-RL, the DPH-RL paper).
 
 Every divergence is written in generator form D(mu || pi) = E_pi[f(rho)], rho = mu(y) / pi(y), with f
 convex, f(1) = 0 and f'(1) = 0 (a linear term c (rho - 1) is added where needed: it has zero mean under

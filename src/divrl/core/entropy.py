@@ -1,4 +1,5 @@
-"""Adaptive entropy coefficient by dual descent toward a target entropy (MaxEnt-GRPO, seed 000 Eq. 4)."""
+"""Adaptive entropy coefficient by dual descent toward a target entropy (MaxEnt-GRPO, the execution-rewards paper Eq.
+4)."""
 
 from __future__ import annotations
 

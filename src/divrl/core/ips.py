@@ -1,4 +1,4 @@
-"""Inverse probability scaling (seed 001, Eq. 9): divide each reward by its outcome's probability.
+"""Inverse probability scaling (the IPS paper, Eq. 9): divide each reward by its outcome's probability.
 
 Under expected-return gradients the likelier of two equally good outcomes grows faster and the policy
 collapses; scaling r(o) by 1 / p(o) makes the stationary policy p(o) proportional to r(o). With an

@@ -1,4 +1,5 @@
-"""kNN novelty reward over a rolling memory (MaxEnt-GRPO, seed 000) and a cheap default text embedding."""
+"""kNN novelty reward over a rolling memory (MaxEnt-GRPO, the execution-rewards paper) and a cheap default text
+embedding."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Population-GRPO pieces (seed 000): selection score, top-M selection, weight soups, restart noise.
+"""Population-GRPO pieces (the execution-rewards paper): selection score, top-M selection, weight soups, restart noise.
 
 Soups of LoRA adapters are taken in delta-W space (dW = s B A), never by averaging A and B separately,
 which adds cross terms B_i A_j (see notes/lora-soups.md); the exact soup is then projected back to a
@@ -115,7 +115,8 @@ def perturb_relative_(blocks: Iterable[SoupBlock], sigma: float, generator: torc
     (no projection needed) that also gives rank slots a soup left empty (zero in A and B) small non-zero
     factors, so they can learn again. A zero delta (e.g. a fresh LoRA adapter, B = 0) is left unchanged.
 
-    Seed 000 adds N(0, sigma_p^2), sigma_p = 0.01, to every weight of a small MLP; on our reconstruction of
+    The execution-rewards paper adds N(0, sigma_p^2), sigma_p = 0.01, to every weight of a small MLP; on our
+    reconstruction of
     that MLP (divrl.toy) this is 0.2-0.34 of a hidden layer's root-mean-square weight at the first soup.
     An absolute sigma does not carry over to LoRA factors, whose entries are orders of magnitude smaller
     (on a Gemma-3-4B-sized layer sigma = 0.01 moved dW by 77x its own norm). Blocks are modified in place

@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "toy",
         help="Train methods on a toy environment (bandit, multiplicity grid, hyper-grid, ideas).",
-        description="Train GRPO variants on a toy environment of seeds 000/001; prints a results table and "
+        description="Train GRPO variants on a toy environment of the execution-rewards and IPS papers; prints a "
+                    "results table and "
         "writes OUT/metrics.json plus PNG plots. Methods: " + ", ".join(COMPONENTS)
         + ", combined with '+' (e.g. pop+ips+qd).",
     )

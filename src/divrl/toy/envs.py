@@ -1,4 +1,5 @@
-"""Toy environments of seeds 000 and 001: outcome bandit, multiplicity grid, hyper-grid, simulated ideas.
+"""Toy environments of the execution-rewards and IPS papers: outcome bandit, multiplicity grid, hyper-grid, simulated
+ideas.
 
 The three discrete environments share one representation, `TabularEnv`: a layered DAG of states where
 each action either moves to a later state or terminates in an outcome. That makes sampling, exact
@@ -112,7 +113,7 @@ def _parse_rewards(rewards: list[float]) -> torch.Tensor:
 def make_bandit(
     rewards: list[float], initial_logits: list[float] | None = None, reward_noise: float = 0.0
 ) -> TabularEnv:
-    """Outcome-selection bandit (seed 001, section 3): one state, K arms, arm k pays rewards[k]."""
+    """Outcome-selection bandit (the IPS paper, section 3): one state, K arms, arm k pays rewards[k]."""
     r = _parse_rewards(rewards)
     k = r.numel()
     if initial_logits is None:
@@ -149,7 +150,7 @@ MULTIPLICITY_B = (6, 1)  # C(7, 1) = 7 paths
 
 
 def make_multiplicity_grid() -> TabularEnv:
-    """Equal-reward multiplicity grid (seed 001, section 6): outcomes A (35 paths) and B (7 paths) pay 1."""
+    """Equal-reward multiplicity grid (the IPS paper, section 6): outcomes A (35 paths) and B (7 paths) pay 1."""
     n = MULTIPLICITY_STEPS
     cells = [(x, d - x) for d in range(n) for x in range(d + 1)]  # states before the last step, by level
     index = {cell: i for i, cell in enumerate(cells)}
@@ -194,7 +195,7 @@ MAX_HYPERGRID_CELLS = 100_000
 
 
 def make_hypergrid(dim: int = 2, side: int = 8, r0: float = 0.1, r1: float = 0.5, r2: float = 2.0) -> TabularEnv:
-    """Hyper-grid (seed 001, section 5.1): from the origin, increment one coordinate or stop; 2^dim modes.
+    """Hyper-grid (the IPS paper, section 5.1): from the origin, increment one coordinate or stop; 2^dim modes.
 
     Outcome = the cell where the episode stops. `outcome_freqs` reports the mass in each mode region
     (the cells of one corner whose every coordinate satisfies 0.25 < |x_d / (H - 1) - 0.5|).
@@ -240,7 +241,8 @@ def make_hypergrid(dim: int = 2, side: int = 8, r0: float = 0.1, r1: float = 0.5
 
 @dataclass(frozen=True)
 class IdeaEnv:
-    """Simulated idea generation (seed 000, section 5): ideas x in R^dim, 8 quality peaks, execution noise.
+    """Simulated idea generation (the execution-rewards paper, section 5): ideas x in R^dim, 8 quality peaks, execution
+    noise.
 
     Q(x) = max_i h_i exp(-||x - c_i||^2 / (2 w_i^2)) with h_i = 0.5 + 0.3 i, w_i = 2 + 0.5 i. Peak centres
     (not given by the seed) are c_i = (2 + 2 i) u_i with u_i random unit vectors drawn from
@@ -249,7 +251,7 @@ class IdeaEnv:
     (0.167 for the nearest peak, 0.153 for the farthest): expected return mildly prefers simple ideas.
     R(x) = Q(x) B + eps B, B ~ Bernoulli(P_exec), eps ~ N(0, noise^2).
 
-    IPS needs a discrete outcome per idea (seed 001: an outcome is an equivalence class of solutions, such as
+    IPS needs a discrete outcome per idea (the IPS paper: an outcome is an equivalence class of solutions, such as
     a hypothesis up to equivalence or a Murcko scaffold). `outcome_key` offers three, see IDEA_OUTCOMES.
     """
 
@@ -299,7 +301,8 @@ class IdeaEnv:
         return (self.quality(x) + eps) * executed
 
     def behaviour(self, x: torch.Tensor) -> torch.Tensor:
-        """Seed 000's behaviour b(x) = (sigmoid(||x|| - 3), atan2(x2, x1) / 2 pi + 0.5) in [0, 1]^2."""
+        """The execution-rewards paper's behaviour b(x) = (sigmoid(||x|| - 3), atan2(x2, x1) / 2 pi + 0.5) in [0,
+        1]^2."""
         return torch.stack(
             [torch.sigmoid(x.norm(dim=-1) - 3.0), torch.atan2(x[..., 1], x[..., 0]) / (2 * math.pi) + 0.5], dim=-1
         )
@@ -318,7 +321,8 @@ class IdeaEnv:
 
 
 # IPS outcome of an idea. "peak": the peak whose bump gives Q(x), i.e. which of the 8 quality peaks (solution
-# families) the idea belongs to. "grid4": a coarse 4 x 4 grid over seed 000's behaviour b(x). "cell": the QD
+# families) the idea belongs to. "grid4": a coarse 4 x 4 grid over the execution-rewards paper's behaviour b(x).
+# "cell": the QD
 # archive's 10 x 10 behaviour cell; with G = 16 about 14 of a group's 16 ideas fall in distinct cells, so every
 # reward is scaled by about the same factor and group-std normalisation cancels IPS almost entirely.
 # "semantic": classes of similar ideas found without the landscape (leader clustering of the idea vectors by cosine

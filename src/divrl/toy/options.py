@@ -9,8 +9,8 @@ from typing import Any
 
 ENVS = ("bandit", "multiplicity", "hypergrid", "ideas")
 
-# Per-environment defaults of the shared training options (seed 001's prototypes for the tabular
-# environments, seed 000's section 5 for ideas). Command-line values override them.
+# Per-environment defaults of the shared training options (the IPS paper's prototypes for the tabular
+# environments, the execution-rewards paper's section 5 for ideas). Command-line values override them.
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "bandit": {"steps": 1000, "group_size": 64, "lr": 0.02, "updates_per_batch": 1, "kl_coef": 0.0,
                "entropy_coef": 0.0, "target_entropy": 1.0},
@@ -42,7 +42,7 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "steps": ("--steps", int, "training steps (ideas: epochs)"),
     "group_size": ("--group-size", int, "samples per group G"),
     "lr": ("--lr", float, "learning rate"),
-    "optimizer": ("--optimizer", str, "adam | sgd (default adam; sgd = the gradient flow of seed 001's theorems)"),
+    "optimizer": ("--optimizer", str, "adam | sgd (default adam; sgd = the gradient flow of the IPS paper's theorems)"),
     "updates_per_batch": ("--updates", int, "clipped gradient steps per sampled batch"),
     "clip": ("--clip", float, "PPO ratio clip (default 0.2)"),
     "adv_scale": ("--adv-scale", str, "advantage scaling: group | batch | none (default group)"),
@@ -67,7 +67,8 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "pop_interval": ("--pop-interval", int, "pop: steps between soups T (default 10)"),
     "pop_top": ("--pop-top", int, "pop: members averaged M (default 3)"),
     "pop_sigma": ("--pop-sigma", float, "pop: restart noise relative to the soup: each member's tensors move by "
-                  "this fraction of the soup tensor's norm (default 0.2; seed 000's absolute 0.01 is 0.2-0.34 of "
+                  "this fraction of the soup tensor's norm (default 0.2; the execution-rewards paper's absolute 0.01 "
+                  "is 0.2-0.34 of "
                   "our MLP's hidden layers)"),
     "count_coef": ("--count-coef", float, "count: bonus coefficient c of c / sqrt(1 + n(x, o)) (default 0.5)"),
     "count_scope": ("--count-scope", str, "count: prompt (n per prompt and outcome, default) | global (over prompts)"),

@@ -34,7 +34,8 @@ def _grid(plt: Any, count: int, width: float = 4.0, height: float = 3.0) -> tupl
 
 
 def plot_curves(runs: list[MethodRun], path: Path) -> Path:
-    """One panel per scalar metric: each method's mean over seeds with a +-1 sample-std band (seed 000 Fig. 1)."""
+    """One panel per scalar metric: each method's mean over seeds with a +-1 sample-std band (the execution-rewards
+    paper Fig. 1)."""
     plt = _pyplot()
     names = [n for n, v in runs[0].curves.items() if v.ndim == 2]
     fig, axes = _grid(plt, len(names))
@@ -111,7 +112,8 @@ def plot_distribution(runs: list[MethodRun], env: TabularEnv, path: Path) -> Pat
 
 
 def plot_complexity(runs: list[MethodRun], path: Path) -> Path:
-    """Complexity ||x|| early (first 10 epochs) vs late (last 10 epochs) per method (seed 000 Fig. 3)."""
+    """Complexity ||x|| early (first 10 epochs) vs late (last 10 epochs) per method (the execution-rewards paper Fig.
+    3)."""
     plt = _pyplot()
     fig, axes = _grid(plt, len(runs), width=3.6, height=2.8)
     for ax, run in zip(axes, runs):

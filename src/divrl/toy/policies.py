@@ -94,7 +94,8 @@ class TabularPolicy:
 
 
 class IdeaPolicy:
-    """Seed 000's idea policy: prompt embedding -> 2 x hidden ReLU trunk -> Gaussian mean and log-std."""
+    """The execution-rewards paper's idea policy: prompt embedding -> 2 x hidden ReLU trunk -> Gaussian mean and
+    log-std."""
 
     def __init__(
         self,

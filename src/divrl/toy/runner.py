@@ -69,7 +69,7 @@ CONTROLLER_METRICS = ("token_entropy", "entropy_alpha")
 TABULAR_METRICS = ("l1_to_target", "kl_to_target", "max_outcome_prob", "distinct_outcomes", "outcome_freqs",
                    "pass_at_k", *CONTROLLER_METRICS)
 IDEA_METRICS = ("mean_reward", "max_reward", "diversity", "complexity", "outcomes_per_group", *CONTROLLER_METRICS)
-FINAL_WINDOW = 10  # "final" metrics average the last 10 steps (seed 000's protocol)
+FINAL_WINDOW = 10  # "final" metrics average the last 10 steps (the execution-rewards paper's protocol)
 
 Env = TabularEnv | IdeaEnv
 
@@ -81,7 +81,7 @@ class TrainConfig:
     steps: int
     group_size: int
     lr: float
-    optimizer: str = "adam"  # adam | sgd (plain gradient steps: the gradient flow of seed 001's theorems)
+    optimizer: str = "adam"  # adam | sgd (plain gradient steps: the gradient flow of the IPS paper's theorems)
     updates_per_batch: int = 1  # clipped gradient steps on each sampled batch (PPO/GRPO "mu")
     clip: float = 0.2  # PPO ratio clip; flowrl: clip of its sequence-level importance weight (FlowRL's 0.2)
     adv_scale: str = "group"  # group_advantages scaling: group std, batch std or none
@@ -89,7 +89,7 @@ class TrainConfig:
     kl_coef: float = 0.0  # reverse-KL (k3) weight toward the initial policy
     dph_coef: float = 0.1  # forward-KL / JS weight for fkl / js (DPH-RL)
     reference_samples: int = 256  # samples per member drawn once from the initial policy for fkl / js
-    entropy_coef: float = 0.0  # fixed entropy bonus (seed 001 regularises every hyper-grid method)
+    entropy_coef: float = 0.0  # fixed entropy bonus (the IPS paper regularises every hyper-grid method)
     target_entropy: float = 1.0  # maxent: per-token entropy target H*
     alpha_lr: float = 0.01  # maxent: dual-descent step of the entropy coefficient
     ips_epsilon: float = 1e-3

@@ -1,7 +1,8 @@
-"""`DivRLConfig`: TRL's `GRPOConfig` plus the diversity methods' fields, each with its default and seed.
+"""`DivRLConfig`: TRL's `GRPOConfig` plus the diversity methods' fields, each with its default and paper.
 
-Seeds: 000 = QD-/MaxEnt-/Population-GRPO (idea generation), 001 = IPS-GRPO, 004 = DPH-RL divergences;
-the FlowRL baseline of seed 001 follows Zhu et al. 2025 (`divrl.trainers.flowrl`).
+Papers (README, "The methods"): the execution-rewards paper = QD-/MaxEnt-/Population-GRPO (idea generation), the IPS
+paper = IPS-GRPO, the DPH-RL paper = mass-covering divergences; the FlowRL baseline of the IPS paper follows Zhu et
+al. 2025 (`divrl.trainers.flowrl`).
 Every method is off by default, so `DivRLConfig()` trains exactly like `GRPOConfig()`.
 Misconfiguration raises `ValueError` naming the field, at construction.
 """
@@ -35,21 +36,21 @@ CONSOLE_LOGS = ("trl", "compact")
 class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     """GRPOConfig plus IPS, QD, MaxEnt (entropy, novelty, length bins) and divergence fields.
 
-    The fields below document their default and source seed; see the module docstring for seed numbers.
+    The fields below document their default and source paper; see the module docstring for the papers.
     """
 
-    # --- IPS (seed 001): rewards divided by the in-group frequency of their outcome ---
+    # --- IPS (the IPS paper): rewards divided by the in-group frequency of their outcome ---
     ips: bool = field(default=Unset(False), metadata=_help(
-        "Inverse probability scaling of rewards (seed 001, Eq. 9). Default False."))
+        "Inverse probability scaling of rewards (the IPS paper, Eq. 9). Default False."))
     ips_epsilon: float = field(default=1e-3, metadata=_help(
-        "Probability floor epsilon in r / max(p_hat, epsilon) (seed 001, Eq. 9; the paper ablates it). "
+        "Probability floor epsilon in r / max(p_hat, epsilon) (the IPS paper, Eq. 9; the paper ablates it). "
         "Default 1e-3, inactive while 1/G > epsilon."))
     ips_outcome_key: str = field(default="auto", metadata=_help(
         "Where outcome keys come from: 'task' (task.outcome_key), 'text' (normalised completion text) or "
         "'auto' (the task hook when present, else text, with a warning) or 'semantic' (classes of similar "
-        "completions by leader clustering of embeddings, for free text: see semantic_*). Seed 001 keys outcomes by "
-        "equivalence class (canonical hypothesis, scaffold); the text and semantic keys are divrl's. The count bonus "
-        "uses the same keys. Default 'auto'."))
+        "completions by leader clustering of embeddings, for free text: see semantic_*). The IPS paper keys "
+        "outcomes by equivalence class (canonical hypothesis, scaffold); the text and semantic keys are divrl's. The "
+        "count bonus uses the same keys. Default 'auto'."))
     semantic_threshold: float = field(default=0.6, metadata=_help(
         "ips_outcome_key='semantic': cosine similarity at which a completion joins an existing class (leader "
         "clustering; classes persist across steps and checkpoints). DARLING (Li et al. 2025) partitions answers with "
@@ -87,52 +88,63 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
         "analytical derivation, exact for any reward: `divrl.core.passk_advantages`). Replaces TRL's group "
         "normalisation; `scale_rewards='none'` only centres. 0 = off; 2 <= k < num_generations. Default 0."))
 
-    # --- QD (seed 000, Sec. 4.1): MAP-Elites archive bonuses ---
+    # --- QD (the execution-rewards paper, Sec. 4.1): MAP-Elites archive bonuses ---
     qd: bool = field(default=Unset(False), metadata=_help(
-        "Quality-diversity archive bonuses (seed 000, Eq. 3); needs a task with a `behavior` hook. Default False."))
+        "Quality-diversity archive bonuses (the execution-rewards paper, Eq. 3); needs a task with a `behavior` hook. "
+        "Default False."))
     qd_dims: list[int] | None = field(default=None, metadata=_help(
         "Cells per behaviour dimension. Default None = 10 cells per dimension of task.behavior_dims "
-        "(seed 000: a 10 x 10 grid)."))
+        "(the execution-rewards paper: a 10 x 10 grid)."))
     qd_ranges: list[float] | None = field(default=None, metadata=_help(
         "Descriptor range per dimension, flattened [low0, high0, low1, high1, ...] (pairs also accepted). "
-        "Default None = [0, 1] per dimension (seed 000)."))
+        "Default None = [0, 1] per dimension (the execution-rewards paper)."))
     qd_beta_new: float = field(default=0.5, metadata=_help(
-        "Bonus for a completion that fills an empty cell (seed 000: beta_new = 0.5). Default 0.5."))
+        "Bonus for a completion that fills an empty cell (the execution-rewards paper: beta_new = 0.5). Default 0.5."))
     qd_beta_imp: float = field(default=0.3, metadata=_help(
-        "Bonus for a completion that improves a cell's elite (seed 000: beta_imp = 0.3). Default 0.3."))
+        "Bonus for a completion that improves a cell's elite (the execution-rewards paper: beta_imp = 0.3). Default "
+        "0.3."))
     qd_min_reward: float = field(default=0.0, metadata=_help(
         "Archive (and pay a bonus to) only completions whose first reward function scores above this, so an output "
         "the task scores 0 (an invalid answer, a molecule the sanity gate rejects) never fills or improves a cell. "
         "Default 0.0."))
     qd_archive: str = field(default="global", metadata=_help(
-        "'global': one archive for all prompts (seed 000 has a single context); 'prompt': one archive per "
+        "'global': one archive for all prompts (the execution-rewards paper has a single context); 'prompt': one "
+        "archive per "
         "distinct prompt. Default 'global'."))
 
-    # --- MaxEnt (seed 000, Sec. 4.2): adaptive entropy bonus, kNN novelty, length-conditional advantages ---
+    # --- MaxEnt (the execution-rewards paper, Sec. 4.2): adaptive entropy bonus, kNN novelty, length-conditional
+    # advantages ---
     maxent_entropy_target: float | None = field(default=Unset(None), metadata=_help(
-        "Target per-token entropy H* for the dual-descent entropy coefficient (seed 000, Eq. 4; the paper's "
+        "Target per-token entropy H* for the dual-descent entropy coefficient (the execution-rewards paper, Eq. 4; the "
+        "paper's "
         "default H* = 1.0). It drives TRL's entropy bonus coefficient `entropy_coef`. Default None (off)."))
     maxent_alpha_lr: float = field(default=0.01, metadata=_help(
-        "Dual-descent step size: alpha <- max(0, alpha - lr (H - H*)) per optimizer step (seed 000 gives no "
+        "Dual-descent step size: alpha <- max(0, alpha - lr (H - H*)) per optimizer step (the execution-rewards paper "
+        "gives no "
         "value). Default 0.01."))
     maxent_alpha_init: float = field(default=0.0, metadata=_help(
-        "Initial entropy coefficient alpha (seed 000 gives none; 0 lets dual descent raise it only when entropy "
+        "Initial entropy coefficient alpha (the execution-rewards paper gives none; 0 lets dual descent raise it only "
+        "when entropy "
         "falls below the target: divrl choice). Default 0.0."))
     maxent_alpha_max: float | None = field(default=None, metadata=_help(
-        "Upper bound on alpha (None = unbounded, as in seed 000). Default None."))
+        "Upper bound on alpha (None = unbounded, as in the execution-rewards paper). Default None."))
     novelty_coef: float = field(default=Unset(0.0), metadata=_help(
-        "Novelty coefficient gamma of the kNN novelty bonus (seed 000, Eq. 5: gamma = 0.3). Default 0.0 (off)."))
+        "Novelty coefficient gamma of the kNN novelty bonus (the execution-rewards paper, Eq. 5: gamma = 0.3). Default "
+        "0.0 (off)."))
     novelty_memory_size: int = field(default=512, metadata=_help(
-        "Rolling memory size M of past completion embeddings (seed 000: 512). Default 512."))
-    novelty_k: int = field(default=5, metadata=_help("Nearest neighbours k (seed 000: 5). Default 5."))
+        "Rolling memory size M of past completion embeddings (the execution-rewards paper: 512). Default 512."))
+    novelty_k: int = field(default=5, metadata=_help(
+        "Nearest neighbours k (the execution-rewards paper: 5). Default 5."))
     novelty_embedding: str = field(default="ngram", metadata=_help(
         "Completion embedding: 'ngram' (hashed character 3-grams, cheap, deterministic), 'hidden' (the policy's "
         "mean-pooled last hidden state over the completion: one extra no-grad forward) or 'task' (task.embed). "
-        "Seed 000's simulated ideas are vectors already (kNN over them, k=5, memory 512); for text the cheap "
+        "The execution-rewards paper's simulated ideas are vectors already (kNN over them, k=5, memory 512); for text "
+        "the cheap "
         "default is a divrl choice. Default 'ngram'."))
     length_bins: int = field(default=Unset(0), metadata=_help(
         "Number L of completion-length percentile bins inside each group for length-conditional advantage "
-        "normalisation (seed 000, Eq. 6: L = 3; centred within each bin, then scaled as `scale_rewards` says: "
+        "normalisation (the execution-rewards paper, Eq. 6: L = 3; centred within each bin, then scaled as "
+        "`scale_rewards` says: "
         "by the bin's std for 'group'). 0 = off (TRL's normalisation). Default 0."))
 
     # --- Covariance-targeted entropy control (Cui et al. 2025, verl's clip_cov / kl_cov policy losses) ---
@@ -151,25 +163,25 @@ class DivRLConfig(FlowRLConfig, PopulationConfig, GRPOConfig):
     cov_kl_coef: float = field(default=1.0, metadata=_help(
         "KL-Cov: coefficient of |log pi - log pi_old| on the selected tokens (verl's ppo_kl_coef). Default 1.0."))
 
-    # --- Divergence to the initial policy (seed 004, DPH-RL) ---
+    # --- Divergence to the initial policy (the DPH-RL paper, DPH-RL) ---
     divergence: str | None = field(default=Unset(None), metadata=_help(
         "Divergence to the reference (initial) policy added to the loss: 'reverse_kl', 'forward_kl', 'js' or "
-        "'alpha' (seed 004 recommends the mass-covering forward_kl / js). Adds to TRL's `beta` k3 term; set "
+        "'alpha' (the DPH-RL paper recommends the mass-covering forward_kl / js). Adds to TRL's `beta` k3 term; set "
         "beta=0 to replace it. On policy samples the loss carries the score-function term, so each option "
         "trains its own divergence (TRL's k3 used as a loss has the forward KL's gradient: 'reverse_kl' here is "
         "the true reverse KL, not TRL's beta). Default None (off)."))
     divergence_coef: float = field(default=0.05, metadata=_help(
-        "Coefficient of the divergence term (seed 004 sweeps it; no single value). Default 0.05."))
+        "Coefficient of the divergence term (the DPH-RL paper sweeps it; no single value). Default 0.05."))
     divergence_alpha: float = field(default=0.5, metadata=_help(
-        "alpha of the alpha-divergence (0 -> reverse KL, 1 -> forward KL; seed 004's family, 0.5 = the "
+        "alpha of the alpha-divergence (0 -> reverse KL, 1 -> forward KL; the DPH-RL paper's family, 0.5 = the "
         "midpoint, a divrl choice). Default 0.5."))
     divergence_estimator: str = field(default="policy", metadata=_help(
         "'policy': estimate on the policy's own samples (no extra generation; weighted by pi / pi_sampler when "
         "the batch was sampled by an older policy or by vLLM); "
-        "'rehearsal': on pre-sampled reference completions with stored reference log-probs (seed 004; build "
+        "'rehearsal': on pre-sampled reference completions with stored reference log-probs (the DPH-RL paper; build "
         "them with `divrl sample-reference`). Default 'policy'."))
     divergence_rehearsal_path: str | None = field(default=None, metadata=_help(
-        "Directory written by `divrl sample-reference` (needed by divergence_estimator='rehearsal'; seed 004's "
+        "Directory written by `divrl sample-reference` (needed by divergence_estimator='rehearsal'; the DPH-RL paper's "
         "reference-sample estimator). Default None."))
     divergence_rehearsal_batch_size: int = field(default=4, metadata=_help(
         "Rehearsal completions per micro-batch and process (one extra policy forward over them per step; "

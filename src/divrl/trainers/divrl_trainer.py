@@ -8,7 +8,8 @@ Where each method hooks into TRL (trl 1.16):
   log-probs: the sampler's own (vLLM's, or `cpu_sample`'s on the CPU) or, without them, one no-grad forward).
 - Length-conditional and pass@k advantages: `_generate_and_score_completions`, recomputed on the global batch
   and sliced back to this process exactly as TRL slices advantages.
-- Entropy: seed 000's dual-descent coefficient (`divrl.core.AdaptiveEntropyCoefficient`) sets TRL's own
+- Entropy: the execution-rewards paper's dual-descent coefficient (`divrl.core.AdaptiveEntropyCoefficient`) sets TRL's
+own
   `entropy_coef` before every loss; TRL's entropy bonus does the rest. The controller measures the entropy of
   the tokens the bonus acts on (TRL's top-entropy tokens when `top_entropy_quantile` < 1).
 - Divergence: `_compute_loss`, from the per-token log-probs TRL's loss forward already computed (captured,
@@ -87,7 +88,7 @@ logger = logging.getLogger(__name__)
 BONUS_REWARD_NAME = "divrl_bonus"
 STATE_FILE = "divrl_state.pt"
 GLOBAL_ARCHIVE = ""
-DEFAULT_CELLS_PER_DIM = 10  # seed 000: a 10 x 10 grid
+DEFAULT_CELLS_PER_DIM = 10  # the execution-rewards paper: a 10 x 10 grid
 # Keys of TRL's generation output that `_get_per_token_logps_and_entropies` takes (multimodal inputs).
 _FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
                  "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
@@ -335,7 +336,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         validity for HypoSpace) and, when the task has an `outcome_key`, `diversity/distinct_valid` (distinct
         outcomes per group among completions the first reward function scores above 0) and `diversity/vendi_valid`
         (their Vendi score: the effective number of distinct valid outcomes, weighted by frequency): the collapse
-        signatures of seeds 000 / 001 / 002, comparable across methods (what `divrl fit-law` reads)."""
+        signatures of the execution-rewards, IPS and quality-diversity papers, comparable across methods (what `divrl
+        fit-law` reads)."""
         texts = [completion_text(c) for c in completions]
         all_texts = gather_object(texts)
         groups = [all_texts[i : i + self.num_generations] for i in range(0, len(all_texts), self.num_generations)]
@@ -450,7 +452,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     def _archive_bonus(self, texts: list[str], columns: list[dict], prompts: list, objectives: torch.Tensor
                        ) -> torch.Tensor:
-        """Insert the global batch into the archive(s) and return beta_new / beta_imp bonuses (seed 000, Eq. 3);
+        """Insert the global batch into the archive(s) and return beta_new / beta_imp bonuses (the execution-rewards
+        paper, Eq. 3);
         a NaN objective (unscorable, or not above `qd_min_reward`) is not archived and earns nothing."""
         state = self.diversity_state
         descriptors = gather_object([self.hooks.behavior(t, **c) for t, c in zip(texts, columns, strict=True)])
@@ -501,7 +504,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     def _novelty_bonus(self, texts: list[str], columns: list[dict], completion_ids_list: list,
                        scored: torch.Tensor) -> torch.Tensor:
-        """gamma x mean distance to the k nearest remembered embeddings, then remember the batch (seed 000, Eq. 5);
+        """gamma x mean distance to the k nearest remembered embeddings, then remember the batch (the execution-rewards
+        paper, Eq. 5);
         only completions the task scores above 0 (`scored`) are paid or remembered."""
         embeddings = self._global_embeddings(self.args.novelty_embedding, texts, columns, completion_ids_list)
         valid = ~torch.isnan(embeddings).any(dim=1) & scored  # an output the task scores 0 earns no novelty

@@ -54,7 +54,7 @@ class FlowRLConfig:
     """The FlowRL fields of `DivRLConfig`, each with its default and source (Zhu et al. 2025 and its code)."""
 
     flowrl: bool = field(default=Unset(False), metadata=_help(
-        "FlowRL (Zhu et al. 2025; the baseline of seed 001): the trajectory-balance loss with a learned log Z "
+        "FlowRL (Zhu et al. 2025; the baseline of the IPS paper): the trajectory-balance loss with a learned log Z "
         "replaces GRPO's clipped surrogate. Default False."))
     flowrl_beta: float = field(default=FLOWRL_BETA, metadata=_help(
         "Reward scale beta_r of the residual (FlowRL's published value: 15). Default 15.0."))

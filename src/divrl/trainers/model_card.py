@@ -18,7 +18,7 @@ def _paper(kind: str, key: str, title: str, arxiv: str | None = None, **fields: 
     return {"title": title, "id": arxiv, "citation": f"@{kind}{{{key},\n{body}}}"}
 
 
-_SEED_000 = _paper("misc", "anonymous2026avoiding",
+_EXECUTION_REWARDS = _paper("misc", "anonymous2026avoiding",
                    "Avoiding Convergence and Diversity Collapse in Reinforcement Learning with Execution Rewards",
                    author="Anonymous", year=2026)
 _IPS = _paper("misc", "ipsgrpo", "Expected Return Causes Outcome-Level Mode Collapse in Reinforcement Learning and "
@@ -45,11 +45,11 @@ _ENTROPY_MECHANISM = _paper("article", "cui2025entropy",
 # (name, tag, paper, enabled?) in the order the card lists them.
 _METHODS: tuple[tuple[str, str, dict[str, Any], Any], ...] = (
     ("IPS-GRPO", "ips-grpo", _IPS, lambda a: a.ips),
-    ("QD-GRPO", "qd-grpo", _SEED_000, lambda a: a.qd),
-    ("MaxEnt-GRPO", "maxent-grpo", _SEED_000,
+    ("QD-GRPO", "qd-grpo", _EXECUTION_REWARDS, lambda a: a.qd),
+    ("MaxEnt-GRPO", "maxent-grpo", _EXECUTION_REWARDS,
      lambda a: a.maxent_entropy_enabled or a.novelty_enabled or a.length_bins_enabled),
     ("DPH-RL", "dph-rl", _DPH_RL, lambda a: a.divergence_enabled),
-    ("Population-GRPO", "population-grpo", _SEED_000, lambda a: a.population),
+    ("Population-GRPO", "population-grpo", _EXECUTION_REWARDS, lambda a: a.population),
     ("FlowRL", "flowrl", _FLOWRL, lambda a: a.flowrl),
     ("Count-bonus GRPO", "count-bonus-grpo", _OUTCOME_EXPLORATION, lambda a: a.count_bonus_enabled),
     ("Unlikeliness GRPO", "unlikeliness-grpo", _UNLIKELY, lambda a: a.unlikeliness_enabled),

@@ -1,4 +1,4 @@
-"""Population-GRPO (seed 000, Sec. 4.3) on one base model: K LoRA adapters are the K members.
+"""Population-GRPO (the execution-rewards paper, Sec. 4.3) on one base model: K LoRA adapters are the K members.
 
 Members train in turn, each on its own batches and its own completions: the member scheduled for a
 generation cycle (`steps_per_generation * num_iterations` micro-steps) is made active before it generates.
@@ -16,7 +16,8 @@ Design decisions:
   per parameter, hence per member.
 - After a soup the optimizer state of every member is reset: the soup's factors live in new coordinates
   (an SVD of the souped delta), so the old moments no longer describe them.
-- Restart noise is relative, not seed 000's absolute sigma_p = 0.01 per weight: LoRA factors straight out of
+- Restart noise is relative, not the execution-rewards paper's absolute sigma_p = 0.01 per weight: LoRA factors
+straight out of
   the rank projection have entries ~1e-3, so an absolute 0.01 replaced the soup by a random dW tens of times
   its size. Relative noise keeps each member at distance population_sigma ||dW_soup|| from the soup.
 - The initial population is K copies of the initial adapter ("default") plus the same relative noise: a
@@ -73,30 +74,36 @@ MEMBER_PREFIX = "member_"
 
 @dataclass
 class PopulationConfig:
-    """The Population-GRPO fields of `DivRLConfig` (seed 000, Sec. 4.3), each with its default and source."""
+    """The Population-GRPO fields of `DivRLConfig` (the execution-rewards paper, Sec. 4.3), each with its default and
+    source."""
 
     population: bool = field(default=Unset(False), metadata=_help(
-        "Population-GRPO (seed 000, Sec. 4.3): K LoRA adapters on one base model, periodically scored, souped "
+        "Population-GRPO (the execution-rewards paper, Sec. 4.3): K LoRA adapters on one base model, periodically "
+        "scored, souped "
         "and restarted from the soup plus noise. Needs peft_config=LoraConfig(...). Default False."))
     population_size: int = field(default=5, metadata=_help(
-        "Number of members K (seed 000: K = 5; its ablation finds K = 5 best). Default 5."))
+        "Number of members K (the execution-rewards paper: K = 5; its ablation finds K = 5 best). Default 5."))
     population_top_m: int = field(default=3, metadata=_help(
-        "Members M whose adapters are souped at each selection (seed 000: M = 3). Default 3."))
+        "Members M whose adapters are souped at each selection (the execution-rewards paper: M = 3). Default 3."))
     population_interval: int = field(default=10, metadata=_help(
-        "T: optimizer steps EACH member trains between two selections (seed 000: T = 10 epochs of its "
+        "T: optimizer steps EACH member trains between two selections (the execution-rewards paper: T = 10 epochs of "
+        "its "
         "parallel policies), so a selection happens every K * T trainer steps. Default 10."))
     population_sigma: float = field(default=0.2, metadata=_help(
         "Restart noise relative to the soup: after a soup (and at the start) each member's LoRA factors get "
         "Gaussian noise scaled so that every layer's dW moves by exactly this fraction of the soup's ||dW||_F "
-        "(a fresh adapter, dW = 0, is left as it is). Seed 000 adds an absolute sigma_p = 0.01 to a small MLP's "
+        "(a fresh adapter, dW = 0, is left as it is). The execution-rewards paper adds an absolute sigma_p = 0.01 to a "
+        "small MLP's "
         "weights, 0.2-0.34 of its hidden layers' RMS weight; an absolute 0.01 on LoRA factors (entries ~1e-3) "
         "would swamp the soup. divrl's choice, the low end of that range. Default 0.2."))
     population_soup_rank: int | None = field(default=None, metadata=_help(
-        "Rank r of the souped adapter (the exact soup has rank up to M x LoRA rank; seed 000 averages full "
+        "Rank r of the souped adapter (the exact soup has rank up to M x LoRA rank; the execution-rewards paper "
+        "averages full "
         "weights and has no r). At most the LoRA rank; unused rank slots restart at zero (plus noise). "
         "Default None = the LoRA rank."))
     population_held_prompts: int = field(default=8, metadata=_help(
-        "Prompts each member is scored on at a selection (seed 000 scores on its 8 prompts). Taken from "
+        "Prompts each member is scored on at a selection (the execution-rewards paper scores on its 8 prompts). Taken "
+        "from "
         "eval_dataset when given, else held out from the end of train_dataset. Default 8."))
 
     def validate_population(self) -> None:

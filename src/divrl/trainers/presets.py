@@ -12,39 +12,42 @@ from divrl.trainers.divrl_trainer import DivRLTrainer
 
 
 class IPSGRPOTrainer(DivRLTrainer):
-    """IPS-GRPO (seed 001): rewards divided by their outcome's in-group frequency."""
+    """IPS-GRPO (the IPS paper): rewards divided by their outcome's in-group frequency."""
 
     preset: ClassVar[dict[str, Any]] = {"ips": True}
 
 
 class QDGRPOTrainer(DivRLTrainer):
-    """QD-GRPO (seed 000, Sec. 4.1): MAP-Elites archive bonuses for new and improved behaviour cells."""
+    """QD-GRPO (the execution-rewards paper, Sec. 4.1): MAP-Elites archive bonuses for new and improved behaviour
+    cells."""
 
     preset: ClassVar[dict[str, Any]] = {"qd": True}
 
 
 class MaxEntGRPOTrainer(DivRLTrainer):
-    """MaxEnt-GRPO (seed 000, Sec. 4.2) with the paper's values: entropy target H* = 1.0, novelty gamma = 0.3,
+    """MaxEnt-GRPO (the execution-rewards paper, Sec. 4.2) with the paper's values: entropy target H* = 1.0, novelty
+    gamma = 0.3,
     L = 3 length bins."""
 
     preset: ClassVar[dict[str, Any]] = {"maxent_entropy_target": 1.0, "novelty_coef": 0.3, "length_bins": 3}
 
 
 class DivergenceGRPOTrainer(DivRLTrainer):
-    """DPH-RL (seed 004): a mass-covering divergence to the initial policy; Jensen-Shannon unless configured."""
+    """DPH-RL (Li et al., 2025): a mass-covering divergence to the initial policy; Jensen-Shannon unless configured."""
 
     preset: ClassVar[dict[str, Any]] = {"divergence": "js"}
 
 
 class PopulationGRPOTrainer(DivRLTrainer):
-    """Population-GRPO (seed 000, Sec. 4.3): K LoRA members on one base model, scored, souped and perturbed
+    """Population-GRPO (the execution-rewards paper, Sec. 4.3): K LoRA members on one base model, scored, souped and
+    perturbed
     (see `divrl.trainers.population`); combine with any other method through the config."""
 
     preset: ClassVar[dict[str, Any]] = {"population": True}
 
 
 class FlowRLTrainer(DivRLTrainer):
-    """FlowRL (Zhu et al. 2025; seed 001's baseline): trajectory balance with a learned log Z replaces GRPO's
+    """FlowRL (Zhu et al. 2025; the IPS paper's baseline): trajectory balance with a learned log Z replaces GRPO's
     surrogate (see `divrl.trainers.flowrl`); reward scale beta_r = 15 and importance clip 0.2 unless configured."""
 
     preset: ClassVar[dict[str, Any]] = {"flowrl": True}

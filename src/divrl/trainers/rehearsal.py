@@ -1,4 +1,4 @@
-"""Rehearsal sets for the divergence estimator on reference samples (DPH-RL, seed 004).
+"""Rehearsal sets for the divergence estimator on reference samples (DPH-RL, the DPH-RL paper).
 
 `sample_reference` draws completions from the reference (initial) policy once and stores them with the
 reference's per-token log-probs; during training the divergence is then estimated on these samples with
