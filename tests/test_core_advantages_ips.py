@@ -198,3 +198,19 @@ def test_ips_rejects_bad_epsilon_and_lengths():
 def test_ips_exact_divides_by_floored_probability():
     rewards, probs = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.5, 0.25, 0.0])
     assert torch.allclose(ips_scale_exact(rewards, probs, epsilon=0.1), torch.tensor([2.0, 8.0, 30.0]))
+
+
+def test_masked_mean_averages_only_the_masked_positions_and_gives_0_for_none() -> None:
+    from divrl.core import masked_mean
+
+    values = torch.tensor([[1.0, 2.0, 9.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0]])
+    assert masked_mean(values, mask, 1).tolist() == [1.5, 5.0, 0.0]
+    hidden = values.unsqueeze(-1).expand(3, 3, 2)  # (B, T, H) pooled with a (B, T, 1) mask
+    assert masked_mean(hidden, mask.unsqueeze(-1), 1).tolist() == [[1.5, 1.5], [5.0, 5.0], [0.0, 0.0]]
+
+
+def test_flat_rows_marks_every_row_of_a_flat_group() -> None:
+    from divrl.core import flat_rows
+
+    assert flat_rows(torch.tensor([1.2, 1.2, 0.0, 1.0]), 2).tolist() == [True, True, False, False]

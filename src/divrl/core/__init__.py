@@ -2,6 +2,7 @@
 
 from divrl.core.advantages import (
     flat_groups,
+    flat_rows,
     group_advantages,
     length_bins,
     length_conditional_advantages,
@@ -20,6 +21,7 @@ from divrl.core.divergence import (
 from divrl.core.entropy import AdaptiveEntropyCoefficient
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, trajectory_balance_loss
 from divrl.core.ips import IPSResult, group_outcome_frequencies, ips_scale, ips_scale_exact
+from divrl.core.masked import masked_mean
 from divrl.core.metrics import (
     distinct_outcomes,
     empirical_distribution,
@@ -64,6 +66,7 @@ __all__ = [
     "empirical_distribution",
     "exact_divergence",
     "flat_groups",
+    "flat_rows",
     "group_advantages",
     "group_outcome_frequencies",
     "hashed_ngram_embedding",
@@ -75,6 +78,7 @@ __all__ = [
     "length_bins",
     "length_conditional_advantages",
     "lora_soup_delta",
+    "masked_mean",
     "mean_pairwise_cosine_distance",
     "outcome_entropy",
     "passk_advantages",

@@ -48,10 +48,15 @@ def flat_groups(rewards: torch.Tensor | Sequence[float], group_size: int, rtol: 
     return spread <= rtol * grouped.abs().amax(dim=1).clamp(min=1.0)
 
 
+def flat_rows(rewards: torch.Tensor | Sequence[float], group_size: int, rtol: float = 1e-6) -> torch.Tensor:
+    """(N,) bool: whether each row belongs to a flat group (`flat_groups`, repeated over the group's rows)."""
+    return flat_groups(rewards, group_size, rtol).repeat_interleave(group_size)
+
+
 def without_flat_groups(advantages: torch.Tensor, rewards: torch.Tensor | Sequence[float], group_size: int,
                         rtol: float = 1e-6) -> torch.Tensor:
     """`advantages` with every row of a flat group (see `flat_groups`) set to exactly 0."""
-    flat = flat_groups(rewards, group_size, rtol).repeat_interleave(group_size)
+    flat = flat_rows(rewards, group_size, rtol)
     if flat.shape != advantages.shape:
         raise ValueError(f"advantages shape {tuple(advantages.shape)} != rewards shape {tuple(flat.shape)}")
     return advantages.masked_fill(flat.to(advantages.device), 0.0)

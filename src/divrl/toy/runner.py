@@ -45,6 +45,7 @@ from divrl.core import (
     kl_divergence,
     l1_distance,
     length_conditional_advantages,
+    masked_mean,
     mean_pairwise_cosine_distance,
     outcome_entropy,
     passk_advantages,
@@ -281,7 +282,7 @@ class Trainer:
         if method.unlikely:
             with torch.no_grad():
                 logp = self.policy.evaluate(self.params, rollout)[0]
-            mean_logp = (logp * rollout.mask).sum(-1) / rollout.mask.sum(-1).clamp(min=1)
+            mean_logp = masked_mean(logp, rollout.mask, -1)
             factors = unlikeliness_factors(mean_logp.flatten(), cfg.group_size, cfg.unlikely_beta)
             shaped = shaped * factors.view_as(shaped)
         bonus = torch.zeros_like(rewards)

@@ -48,10 +48,12 @@ from divrl.core import (
     clip_cov_selection,
     distinct_outcomes,
     flat_groups,
+    flat_rows,
     hashed_ngram_embedding,
     ips_scale,
     kl_cov_selection,
     length_conditional_advantages,
+    masked_mean,
     mean_pairwise_cosine_distance,
     passk_advantages,
     per_token_divergence,
@@ -78,6 +80,7 @@ from divrl.trainers.console_log import use_compact_console
 from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 from divrl.trainers.flowrl import LOG_Z_FILE, FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
+from divrl.trainers.metrics import log_global_means
 from divrl.trainers.model_card import model_card_identity
 from divrl.trainers.population import POPULATION_STATE_FILE, PopulationMixin
 from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
@@ -446,8 +449,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
                 logps = self._get_per_token_logps_and_entropies(
                     self.model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"].shape[1],
                     batch_size=self.args.per_device_train_batch_size)[0]
-            mask = batch["completion_mask"].to(logps.dtype)
-            local = (logps * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            local = masked_mean(logps, batch["completion_mask"], 1)
         return gather(local.float()).cpu()
 
     def _archive_bonus(self, texts: list[str], columns: list[dict], prompts: list, objectives: torch.Tensor
@@ -531,8 +533,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
                 batch = pad_prompt_completion([[] for _ in ids], ids, pad_id)
                 mask = batch["attention_mask"].to(self.accelerator.device)
                 hidden = decoder(input_ids=batch["input_ids"].to(mask.device), attention_mask=mask).last_hidden_state
-                weights = mask.unsqueeze(-1).to(hidden.dtype)
-                pooled.append((hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0))
+                pooled.append(masked_mean(hidden, mask.unsqueeze(-1), 1))
         return torch.nn.functional.normalize(torch.cat(pooled).float(), dim=1)
 
     # ------------------------------------------------------------------------------- advantages
@@ -572,8 +573,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     def _zero_flat_groups(self, output: dict[str, Any]) -> None:
         """Set this process's advantages of flat groups (every summed reward equal) to exactly 0, in the logged
         advantages too (DivRLConfig.zero_flat_groups; training batches)."""
-        rewards = self._summed_rewards(self._global_rewards_per_func).cpu()
-        flat = flat_groups(rewards, self.num_generations).repeat_interleave(self.num_generations)
+        flat = flat_rows(self._summed_rewards(self._global_rewards_per_func).cpu(), self.num_generations)
         local = output["advantages"].shape[0]
         start = self.accelerator.process_index * local
         output["advantages"] = output["advantages"].masked_fill(flat[start : start + local].to(
@@ -627,8 +627,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     def _log_cov_selection(self, selected: torch.Tensor, mask: torch.Tensor) -> None:
         """Log `cov/selected_fraction`: the share of completion tokens Clip-Cov / KL-Cov acted on (global)."""
-        totals = self.accelerator.reduce(torch.stack([selected.sum(), mask.sum()]).float(), "sum")
-        self._metrics["train"]["cov/selected_fraction"].append((totals[0] / totals[1].clamp(min=1.0)).item())
+        log_global_means(self.accelerator, self._metrics["train"], {"cov/selected_fraction": selected.sum()},
+                         mask.sum())
 
     def get_high_entropy_mask(self, entropies, mask, threshold):  # noqa: D102 (TRL hook)
         result = super().get_high_entropy_mask(entropies, mask, threshold)
@@ -702,8 +702,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         """coef x masked token mean of the per-token divergence, scaled for gradient accumulation; logs it."""
         mask = mask.to(per_token.dtype)
         value = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
-        totals = self.accelerator.reduce(torch.stack([(per_token * mask).sum(), mask.sum()]).detach(), "sum")
-        self._metrics[mode][f"divergence/{self.args.divergence}"].append((totals[0] / totals[1].clamp(min=1.0)).item())
+        log_global_means(self.accelerator, self._metrics[mode], {f"divergence/{self.args.divergence}":
+                                                                 (per_token * mask).sum()}, mask.sum())
         return self.args.divergence_coef * value / accumulation
 
     def _rehearsal_divergence_term(self, model: Any, accumulation: float) -> torch.Tensor:

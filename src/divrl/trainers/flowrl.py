@@ -39,7 +39,9 @@ import torch
 from transformers import TrainerCallback
 
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, TrajectoryBalanceTerms, trajectory_balance_terms
+from divrl.core.masked import masked_mean
 from divrl.trainers._fields import Unset, _help
+from divrl.trainers.metrics import log_global_means
 
 LOG_Z_FILE = "flowrl_log_z.pt"
 # FlowRL's reference code: ProjZModule(hidden_size, num_layers=3, dropout=0.1), width = the model's hidden size.
@@ -212,7 +214,7 @@ class FlowRLMixin:
         lengths = mask.sum(1)
         advantages = inputs["advantages"]
         if advantages.dim() == 2:  # token-level advantages: their mean over the completion, as FlowRL's code
-            advantages = (advantages * mask).sum(1) / lengths.clamp(min=1.0)
+            advantages = masked_mean(advantages, mask, 1)
         old = inputs.get("old_per_token_logps")
         pooled = self._pooled_prompts(model, inputs["prompt_ids"], inputs["prompt_mask"])
         with torch.autocast(device_type=pooled.device.type, enabled=False):  # the head trains in float32
@@ -246,19 +248,15 @@ class FlowRLMixin:
         distinct, rows = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
         ids, mask = distinct[:, : prompt_ids.shape[1]], distinct[:, prompt_ids.shape[1] :]
         hidden = backbone(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state.to(torch.float32)
-        weights = mask.unsqueeze(-1).to(torch.float32)
-        return ((hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0))[rows]
+        return masked_mean(hidden, mask.unsqueeze(-1), 1)[rows]
 
     def _log_flowrl(self, mode: str, log_z: torch.Tensor, terms: TrajectoryBalanceTerms,
                     per_sequence: torch.Tensor, valid: torch.Tensor) -> None:
         """Log means over the global batch's valid completions: log Z, |residual|, importance weight and the
         per-sequence loss (before gradient-accumulation scaling)."""
-        stats = torch.stack([(log_z * valid).sum(), (terms.residual.abs() * valid).sum(),
-                             (terms.weight * valid).sum(), per_sequence.sum(), valid.sum()]).detach()
-        totals = self.accelerator.reduce(stats, reduction="sum")
-        metrics = self._metrics[mode]
-        for name, total in zip(("log_z", "residual", "importance_weight", "loss"), totals[:4], strict=True):
-            metrics[f"flowrl/{name}"].append((total / totals[4].clamp(min=1.0)).item())
+        log_global_means(self.accelerator, self._metrics[mode], {
+            "flowrl/log_z": (log_z * valid).sum(), "flowrl/residual": (terms.residual.abs() * valid).sum(),
+            "flowrl/importance_weight": (terms.weight * valid).sum(), "flowrl/loss": per_sequence.sum()}, valid.sum())
 
     # ----------------------------------------------------------------------------- checkpoints
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)

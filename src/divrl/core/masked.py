@@ -1,0 +1,12 @@
+"""Masked means: one formula for per-sequence token means and pooled hidden states."""
+
+from __future__ import annotations
+
+import torch
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Mean of `values` over `dim` where `mask` is non-zero (0 where nothing is): `mask` broadcasts against
+    `values`, e.g. (B, T) token log-probs with a (B, T) completion mask, or (B, T, H) hidden states with (B, T, 1)."""
+    weights = mask.to(values.dtype)
+    return (values * weights).sum(dim) / weights.sum(dim).clamp(min=1.0)
