@@ -47,6 +47,8 @@ def main() -> None:
     from divrl.train import load_recipe_file
 
     task_args = load_recipe_file(str(RECIPES / "grpo.yaml"))["task_args"]  # the evaluation's instances are the recipes'
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or "unknown"  # the code it runs: recorded before it runs
     timings, results = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
@@ -66,8 +68,6 @@ def main() -> None:
             result = json.loads((out / f"eval-{label}" / "task_eval.json").read_text())
             results[label] = {key: result[key] for key in ("validity", "solved_prompts", "mean_reward",
                                                            "distinct_correct_per_prompt", "prompts", "samples")}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or "unknown"
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     doc = {"settings": {**vars(args), "task_args": task_args}, "models": results, "timings_s": timings,
            "commit": commit, "cpu": cpu_model(),
