@@ -86,7 +86,7 @@ def test_correct_only_keeps_every_prompts_correct_samples(tiny_qwen3: Path, tmp_
 def test_recipe_task_scores_with_the_tasks_first_reward(tiny_qwen3: Path) -> None:
     from transformers import AutoTokenizer
 
-    from divrl.sample_reference import _RecipeTask
+    from divrl.sample_reference_cli import _RecipeTask
 
     recipe = _RecipeTask(str(Path(__file__).parents[1] / "recipes/embedded-cpu/hypospace-boolean/js.yaml"))
     recipe.load_prompts(AutoTokenizer.from_pretrained(tiny_qwen3))
@@ -126,3 +126,16 @@ def test_cli_with_a_recipe_samples_the_training_prompts_and_judges_them(tiny_qwe
     assert main(["sample-reference", "--model", str(tiny_qwen3), "--prompts",
                  str(_write(tmp_path, '{"prompt": "a"}\n')), "--out", str(tmp_path / "x"), "--split"]) == 2
     assert "give --recipe" in capsys.readouterr().err
+
+
+def test_no_cli_module_shadows_a_public_export() -> None:
+    """A submodule imported by the CLI becomes an attribute of `divrl`, which would hide a lazy export of its name."""
+    import importlib
+
+    import divrl
+    from divrl.cli import COMMANDS, EVAL_COMMANDS
+
+    for module in [*COMMANDS.values(), *EVAL_COMMANDS.values()]:
+        importlib.import_module(module)
+    for name in divrl._LAZY_EXPORTS:
+        assert not isinstance(getattr(divrl, name), type(divrl)), f"divrl.{name} is a module, not the export"

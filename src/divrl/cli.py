@@ -23,7 +23,7 @@ COMMANDS: dict[str, str] = {
     "sft": "divrl.sft",
     "hypospace": "divrl.tasks.hypospace.cli",
     "prepare-model": "divrl.models",
-    "sample-reference": "divrl.sample_reference",
+    "sample-reference": "divrl.sample_reference_cli",
 }
 
 # `divrl eval <name>` subcommands: name -> module with `register(subparsers)`.
