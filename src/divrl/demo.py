@@ -4,7 +4,7 @@ It opens with the toy comparison (`divrl.toy.overview`: GRPO's collapse and the 
 the hyper-grid, 5 seeds, seconds), then runs GRPO vs IPS-GRPO on a real LLM. That part drives the same entry points
 a user runs: prepares the embedded Gemma-3-270M, trains it briefly with the CPU recipes
 `recipes/embedded-cpu/hypospace-boolean/{grpo,ips}.yaml` (`divrl train`) on HypoSpace Boolean expressions (x, y;
-AND / OR; depth 2: the domain where the small base model writes valid answers, about 3 in 10, so training has a
+AND / OR; depth 2: the domain where the small base model writes valid answers, about 4 in 10, so training has a
 signal and the effect of each method shows in validity and in how many different answers it writes), evaluates the
 base model and both adapters with recovery curves on held-out observation sets (`divrl eval recovery`), and writes
 `OUT/report.md` with the tables, the curves and the training signatures. One seed at ten minutes of CPU is not
