@@ -57,9 +57,9 @@ class TaskSetting:
 
     def recipe(self) -> dict[str, Any]:
         """The CPU GRPO recipe of this task (every method's recipe shares its task settings)."""
-        import yaml
+        from divrl.train import load_recipe_file
 
-        return yaml.safe_load((RECIPES / self.task / "grpo.yaml").read_text())
+        return load_recipe_file(str(RECIPES / self.task / "grpo.yaml"))
 
     @property
     def params(self) -> dict[str, Any]:

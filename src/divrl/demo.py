@@ -188,12 +188,11 @@ def write_report(out: Path, args: argparse.Namespace, timings: dict[str, float],
 
 def run_demo(args: argparse.Namespace) -> int:
     """The toy comparison, then prepare, train each method, evaluate all models, report; prints progress throughout."""
-    import yaml
-
     from divrl.cli import main as divrl
     from divrl.memory import peak_rss_bytes, release_freed_memory, return_large_frees_to_os
     from divrl.models import resolve_model_name
     from divrl.tasks.hypospace.recovery_cli import recipe_eval_flags
+    from divrl.train import load_recipe_file
 
     if min(args.steps, args.prompts_per_step, args.instances, args.samples) < 1 or not args.learning_rate > 0:
         raise SystemExit("divrl demo: --steps, --prompts-per-step, --instances and --samples must be >= 1 and "
@@ -244,7 +243,7 @@ def run_demo(args: argparse.Namespace) -> int:
     models = [arg for label, model in [(f"{args.model} (base)", args.model),
                                        *((method, str(out / method)) for method in args.methods)]
               for arg in ("--model", model, "--label", label)]
-    prompt_flags = recipe_eval_flags(yaml.safe_load((RECIPES / "grpo.yaml").read_text()))
+    prompt_flags = recipe_eval_flags(load_recipe_file(str(RECIPES / "grpo.yaml")))
     code = divrl(["eval", "recovery", *models, "--task", "hypospace-boolean", "--operators", BOOLEAN["operators"],
                   "--max-depth", str(BOOLEAN["max_depth"]), *prompt_flags, "--limit", str(args.instances),
                   "--split", "test", "--samples", str(args.samples), "--max-new-tokens", str(MAX_NEW_TOKENS),

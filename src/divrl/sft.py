@@ -22,8 +22,8 @@ from typing import Any
 from divrl.task import build_task
 from divrl.train import (
     TaskArguments,
-    load_recipe_file,
-    merge_repeated_task_args,
+    read_command_line,
+    recipe_parser,
     register_recipe_command,
     task_args_with_overrides,
 )
@@ -63,16 +63,10 @@ def _check_script_args(script: SFTScriptArguments) -> None:
 
 def parse_recipe(argv: Sequence[str]) -> tuple[SFTScriptArguments, Any, Any]:
     """(script args, SFTConfig, ModelConfig) from `--config RECIPE.yaml` plus command-line overrides."""
-    from trl import ModelConfig, SFTConfig, TrlParser
+    from trl import ModelConfig, SFTConfig
 
-    from divrl.recipe_checks import RecipeOrigin, check_recipe_types
-
-    args = merge_repeated_task_args(argv)
-    config_path = args[args.index("--config") + 1] if "--config" in args[:-1] else None
-    recipe = load_recipe_file(config_path) if config_path else {}
-    groups = (SFTScriptArguments, SFTConfig, ModelConfig)
-    parser = TrlParser(groups)
-    check_recipe_types(parser, groups, recipe, RecipeOrigin.of(config_path, recipe, args))
+    args, _, recipe, origin = read_command_line(argv)
+    parser = recipe_parser((SFTScriptArguments, SFTConfig, ModelConfig), recipe, origin)
     script, sft_args, model_args = parser.parse_args_and_config(args)
     _check_script_args(script)
     return script, sft_args, model_args

@@ -272,28 +272,42 @@ def check_report_to(report_to: Sequence[str]) -> None:
                              f"{name} (or pass --report_to none)")
 
 
-def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
-    """Parse `--config RECIPE.yaml` plus overrides into (script args, DivRLConfig, ModelConfig).
-
-    Bad input (a missing or malformed recipe, a GPU setting without a GPU, an unavailable `report_to`) is a
-    ValueError or SystemExit naming the problem. A dry run is forced onto the CPU and into OUTPUT_DIR/dry-run.
-    """
-    from trl import ModelConfig, TrlParser
-
-    from divrl.trainers.config import DivRLConfig
-
-    args = merge_repeated_task_args(argv if argv is not None else sys.argv[1:])
+def read_command_line(argv: Sequence[str]) -> tuple[list[str], str | None, dict[str, Any], RecipeOrigin]:
+    """The arguments (repeated --task_arg merged), the --config recipe's path and mapping, and where each field came
+    from: what every verb that reads a recipe (`divrl train`, `divrl sft`) starts from."""
+    args = merge_repeated_task_args(argv)
     config_path = None
     if "--config" in args:
         if args[-1] == "--config":
             raise ValueError("--config needs the path of a recipe file")
         config_path = args[args.index("--config") + 1]
     recipe = load_recipe_file(config_path) if config_path else {}
-    # Wrong types, unknown fields and bad values: one line naming the field and the recipe file (recipe_checks).
-    origin = RecipeOrigin.of(config_path, recipe, args)
-    parser = TrlParser((TrainScriptArguments, DivRLConfig, ModelConfig))
-    check_recipe_types(parser, (TrainScriptArguments, DivRLConfig, ModelConfig), recipe, origin)
+    return args, config_path, recipe, RecipeOrigin.of(config_path, recipe, args)
+
+
+def recipe_parser(groups: tuple[type, ...], recipe: dict[str, Any], origin: RecipeOrigin) -> Any:
+    """TRL's parser of `groups`, once the recipe's types and field names are checked; its errors are one line naming
+    the field and the recipe file or command line (recipe_checks)."""
+    from trl import TrlParser
+
+    parser = TrlParser(groups)
+    check_recipe_types(parser, groups, recipe, origin)
     one_line_errors(parser, origin)
+    return parser
+
+
+def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
+    """Parse `--config RECIPE.yaml` plus overrides into (script args, DivRLConfig, ModelConfig).
+
+    Bad input (a missing or malformed recipe, a GPU setting without a GPU, an unavailable `report_to`) is a
+    ValueError or SystemExit naming the problem. A dry run is forced onto the CPU and into OUTPUT_DIR/dry-run.
+    """
+    from trl import ModelConfig
+
+    from divrl.trainers.config import DivRLConfig
+
+    args, config_path, recipe, origin = read_command_line(argv if argv is not None else sys.argv[1:])
+    parser = recipe_parser((TrainScriptArguments, DivRLConfig, ModelConfig), recipe, origin)
     dry_run = _asks_for_dry_run(args, recipe)
     if dry_run:
         args += DRY_RUN_OVERRIDES
