@@ -122,7 +122,7 @@ def test_a_server_killed_mid_evaluation_resumes_cleanly(server: Server, tiny_qwe
         time.sleep(0.05)
     server.stop()
     _, stderr = evaluation.communicate(timeout=300)
-    assert evaluation.returncode == 2 and "did not answer" in stderr.strip().splitlines()[-1]
+    assert evaluation.returncode == 2 and "did not answer" in stderr.strip().splitlines()[-1], stderr[-3000:]
     assert not (out / "recovery.json").exists()
     server.start()
     assert cli_main(["eval", "recovery", "--base-url", server.url, "--model", str(tiny_qwen3), *BOOLEAN, *greedy,
@@ -130,3 +130,33 @@ def test_a_server_killed_mid_evaluation_resumes_cleanly(server: Server, tiny_qwe
     assert _completions(out) == _completions(tmp_path / "uninterrupted")
     assert json.loads((out / "recovery.json").read_text())["models"][0]["resumed_instances"] >= 1
     shutil.rmtree(out)
+
+
+def test_an_answer_cut_short_is_retried_then_one_line(tmp_path: Path) -> None:
+    """A server that dies while sending its answer (the body shorter than its Content-Length) is a connection
+    failure like any other: retried, then a one-line ValueError, never a traceback from http.client."""
+    import http.server
+    import threading
+
+    from divrl.sampling import SamplingConfig
+    from divrl.served import ServedSampler
+
+    class CutShort(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b'{"choices": [')  # then the connection closes
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), CutShort)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        sampler = ServedSampler(f"http://127.0.0.1:{httpd.server_port}/v1", "m", SamplingConfig(), retries=1)
+        with pytest.raises(ValueError, match="did not answer after 2 attempts"):
+            sampler._post("/completions", {"prompt": "x"})
+    finally:
+        httpd.shutdown()

@@ -11,6 +11,7 @@ Authorization header: it is never part of a result, a resume record or a message
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import os
 import time
@@ -44,7 +45,8 @@ class ServedSampler:
         self.request_seed = seed
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST `body` as JSON; retried on timeouts, connection errors, 429 and 5xx; ValueError on other errors."""
+        """POST `body` as JSON; retried on timeouts, connection errors, answers cut short, 429 and 5xx; ValueError on
+        other errors."""
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
@@ -58,7 +60,8 @@ class ServedSampler:
                     detail = error.read().decode(errors="replace")[:300].replace("\n", " ")
                     raise ValueError(f"{self.base_url}{path} answered {error.code} for model {self.model!r}: "
                                      f"{detail}") from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+            # a server that dies mid-answer: refused, reset, or a body cut short (http.client.IncompleteRead)
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as error:
                 if attempt == self.retries:
                     reason = getattr(error, "reason", error)
                     raise ValueError(f"{self.base_url}{path} did not answer after {self.retries + 1} attempts: "
