@@ -216,7 +216,7 @@ def test_entropy_controller_measures_the_tokens_the_bonus_acts_on(quantile: floa
                            train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
     randomize_lora(trainer.model)
     inputs = _generation_batch(trainer, tokenizer, COMPLETIONS)
-    controller, measured = trainer.diversity_state.entropy, []
+    controller, measured = trainer.diversity_state["maxent_entropy"].controller, []
     update = controller.update
     controller.update = lambda entropy: (measured.append(entropy), update(entropy))[1]
     trainer.compute_loss(trainer.model, inputs)
@@ -575,7 +575,7 @@ def test_semantic_outcome_classes_key_ips_and_persist_across_steps(tiny_qwen3: P
     assert record[0]["table_reward"] == pytest.approx([4 / 3, 4 / 3, 4.0, 4 / 3])
     assert record[1]["table_reward"] == pytest.approx([2.0, 2.0, 4.0, 4.0])
     assert logged(trainer.state.log_history, "semantic/classes") == [2.0, 3.0]  # the birds found the third class
-    assert len(trainer.diversity_state.clusters) == 3
+    assert len(trainer.diversity_state["outcome_keys"].clusters) == 3
 
 
 def _lora_grads(trainer) -> list[torch.Tensor]:
@@ -641,7 +641,7 @@ def test_no_shaping_bonus_can_be_farmed_by_an_output_the_task_scores_0(tiny_qwen
             assert (bonus == 0.0) == text.startswith("z"), (text, bonus)
     from divrl.trainers.divrl_trainer import GLOBAL_ARCHIVE
 
-    archive = trainer.diversity_state.archive(GLOBAL_ARCHIVE)
+    archive = trainer.diversity_state["qd"].archive(GLOBAL_ARCHIVE)
     assert archive.stats().num_elites == 6  # the cells of a1, a2, a4, a5, a6, a7: no z made an elite
     assert logged(trainer.state.log_history, "qd/new_cells") == [1.0, 5.0]  # a4 fills the cell z4 never took
-    assert len(trainer.diversity_state.novelty) == 7  # only the 7 valid completions are remembered
+    assert len(trainer.diversity_state["novelty"].memory) == 7  # only the 7 valid completions are remembered

@@ -80,6 +80,11 @@ def resolve_prompt_style(style: str, has_chat_template: bool) -> str:
     return "chat" if has_chat_template else "base"
 
 
+def prompt_key(prompt: str | Sequence[dict[str, Any]]) -> str:
+    """A stable string naming a prompt (text prompts as is, chat prompts as JSON): per-prompt archives and counts."""
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
+
+
 def has_hook(task: Any, hook: str) -> bool:
     """Whether `task` implements the optional hook `hook` (e.g. "outcome_key", "behavior")."""
     return callable(getattr(task, hook, None))

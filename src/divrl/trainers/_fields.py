@@ -1,4 +1,4 @@
-"""Shared helpers for the documented dataclass fields of DivRLConfig and its method mixins."""
+"""Shared helpers for the documented dataclass fields of DivRLConfig and its methods' configs, and their checks."""
 
 from __future__ import annotations
 
@@ -29,3 +29,14 @@ class Unset:
 
     def __str__(self) -> str:
         return str(self.value)
+
+
+def check(condition: bool, name: str, problem: str) -> None:
+    """Raise `ValueError("DivRLConfig.<name> <problem>")` unless `condition`."""
+    if not condition:
+        raise ValueError(f"DivRLConfig.{name} {problem}")
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Refuse a value of field `name` outside `choices`, listing them."""
+    check(value in choices, name, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")

@@ -27,7 +27,6 @@ import json
 import logging
 import math
 import os
-from collections.abc import Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,33 +38,25 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import use_adapter
 
 from divrl.core import (
-    AdaptiveEntropyCoefficient,
-    GridArchive,
-    LeaderClusters,
-    NoveltyMemory,
-    OutcomeCounts,
-    archive_bonus,
-    clip_cov_selection,
     distinct_outcomes,
     flat_groups,
-    flat_rows,
     hashed_ngram_embedding,
-    ips_scale,
-    kl_cov_selection,
-    length_conditional_advantages,
     masked_mean,
     mean_pairwise_cosine_distance,
-    passk_advantages,
-    per_token_divergence,
-    policy_sample_divergence_loss,
-    ppo_clipped,
-    token_covariance,
-    unlikeliness_factors,
     vendi_score_of_embeddings,
     vendi_score_of_keys,
 )
-from divrl.core.archive import AddStatus
-from divrl.core.divergence import truncated_importance_weights
+from divrl.methods import (
+    AdvantageStep,
+    LossStep,
+    Method,
+    RewardStep,
+    Stage,
+    active,
+    load_method_states,
+    method_states,
+)
+from divrl.methods.qd import GLOBAL_ARCHIVE  # noqa: F401 (re-exported: the key of the one global archive)
 from divrl.task import completion_text
 from divrl.trainers.checkpoint import (
     TRAINER_STATE_FILE,
@@ -80,85 +71,48 @@ from divrl.trainers.console_log import use_compact_console
 from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 from divrl.trainers.flowrl import LOG_Z_FILE, FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
-from divrl.trainers.metrics import log_global_means
 from divrl.trainers.model_card import model_card_identity
 from divrl.trainers.population import POPULATION_STATE_FILE, PopulationMixin
-from divrl.trainers.rehearsal import RehearsalSet, pad_prompt_completion
+from divrl.trainers.rehearsal import pad_prompt_completion
 from divrl.trainers.stopping import StopStringsMixin, resolve_stop_strings, vllm_stop_kwargs
 
 logger = logging.getLogger(__name__)
 
 BONUS_REWARD_NAME = "divrl_bonus"
 STATE_FILE = "divrl_state.pt"
-GLOBAL_ARCHIVE = ""
-DEFAULT_CELLS_PER_DIM = 10  # the execution-rewards paper: a 10 x 10 grid
 # Keys of TRL's generation output that `_get_per_token_logps_and_entropies` takes (multimodal inputs).
 _FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
                  "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
 
 
 class DiversityState:
-    """What the diversity methods learn during training: QD archives, novelty memory, entropy coefficient,
-    outcome counts, semantic outcome classes.
+    """The enabled methods of one policy (`divrl.methods`), with what they learn during training: QD archives,
+    novelty memory, entropy coefficient, outcome counts, semantic outcome classes.
 
-    One object per policy. The trainer reads and updates `trainer.diversity_state`; a population trainer
-    keeps one per member and swaps it in before the member's steps. Checkpointed via `state_dict`.
+    One object per policy. The trainer runs the methods of `trainer.diversity_state`; a population trainer keeps
+    one per member and swaps it in before the member's steps. A method marked `shared` (a data stream, not learned
+    state: the divergence's rehearsal rows) is one object for all policies. Checkpointed via `state_dict`.
     """
 
-    def __init__(self, args: DivRLConfig, behavior_dims: int | None) -> None:
-        self.archive_dims: list[int] = []
-        self.archive_ranges: list[list[float]] = []
-        if args.qd:
-            self.archive_dims = list(args.qd_dims or [DEFAULT_CELLS_PER_DIM] * int(behavior_dims))
-            self.archive_ranges = list(args.qd_ranges or [[0.0, 1.0]] * len(self.archive_dims))
-        self.archives: dict[str, GridArchive] = {}
-        self.novelty = (
-            NoveltyMemory(args.novelty_memory_size, args.novelty_k, args.novelty_coef)
-            if args.novelty_enabled else None
-        )
-        self.entropy = (
-            AdaptiveEntropyCoefficient(args.maxent_entropy_target, args.maxent_alpha_lr, args.maxent_alpha_init,
-                                       args.maxent_alpha_max)
-            if args.maxent_entropy_enabled else None
-        )
-        self.counts = OutcomeCounts(args.count_bonus_coef, args.count_bonus_scope) if args.count_bonus_enabled else None
-        self.clusters = (LeaderClusters(args.semantic_threshold, args.semantic_max_classes)
-                         if args.semantic_keys_enabled else None)
+    def __init__(self, args: DivRLConfig, hooks: TaskHooks, shared: dict[str, Method]) -> None:
+        self.methods: dict[str, Method] = {
+            method.name: shared[method.name] if method.shared else method(args, hooks) for method in active(args)}
 
-    def archive(self, key: str = GLOBAL_ARCHIVE) -> GridArchive:
-        """The archive of `key` (a prompt, or GLOBAL_ARCHIVE), created empty on first use."""
-        if key not in self.archives:
-            self.archives[key] = GridArchive(self.archive_dims, [tuple(r) for r in self.archive_ranges])
-        return self.archives[key]
+    def __getitem__(self, name: str) -> Method:
+        """The enabled method registered as `name` (e.g. `state["qd"].archive()`); KeyError when it is off."""
+        return self.methods[name]
+
+    def stage(self, stage: Stage) -> list[Method]:
+        """The enabled methods acting in `stage`, in the order they run."""
+        return sorted((m for m in self.methods.values() if m.stage is stage), key=lambda m: m.order)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue training identically (torch.save-able, weights_only-safe)."""
-        return {
-            "archives": {key: archive.state_dict() for key, archive in self.archives.items()},
-            "novelty": None if self.novelty is None else self.novelty.state_dict(),
-            "entropy": None if self.entropy is None else self.entropy.state_dict(),
-            "counts": None if self.counts is None else self.counts.state_dict(),
-            "clusters": None if self.clusters is None else self.clusters.state_dict(),
-        }
+        return method_states(self.methods, shared=False)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state saved by `state_dict` (the enabled methods must match)."""
-        if state["archives"] and not self.archive_dims:
-            raise ValueError("the checkpoint has qd state (archives) but this config does not enable qd: resume with "
-                             "the run's config")
-        self.archives = {}
-        for key, archive_state in state["archives"].items():
-            self.archive(key).load_state_dict(archive_state)
-        for name, part in (("novelty", self.novelty), ("entropy", self.entropy), ("counts", self.counts),
-                           ("clusters", self.clusters)):
-            saved = state.get(name)  # checkpoints written before the count bonus / semantic keys lack those
-            if (part is None) != (saved is None):
-                raise ValueError(
-                    f"the checkpoint {'lacks' if saved is None else 'has'} {name} state but this config "
-                    f"{'enables' if part is not None else 'does not enable'} {name}: resume with the run's config"
-                )
-            if part is not None:
-                part.load_state_dict(saved)
+        load_method_states(self.methods, shared=False, state=state)
 
 
 class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsMixin, GRPOTrainer):
@@ -197,25 +151,23 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         self.stop_strings = resolve_stop_strings(args, task)
         if self.stop_strings and args.use_vllm:
             args.generation_kwargs = vllm_stop_kwargs(args.generation_kwargs, self.stop_strings)
-        self.rehearsal: RehearsalSet | None = None
-        if args.divergence_enabled and args.divergence_estimator == "rehearsal":
-            self.rehearsal = RehearsalSet(args.divergence_rehearsal_path, args.temperature)
+        # One object per trainer for the methods every policy shares (built before the model: a bad path fails fast)
+        self.shared_methods: dict[str, Method] = {m.name: m(args, self.hooks) for m in active(args) if m.shared}
         super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
         if args.console_log == "compact":
             use_compact_console(self)
 
         self._num_task_rewards = len(self.reward_funcs)
-        self._has_bonus_column = args.qd or args.novelty_enabled or args.count_bonus_enabled
+        self._has_bonus_column = any(m.bonus for m in active(args))
         if self._has_bonus_column:
             self._add_bonus_column()
-        if args.maxent_entropy_enabled:
-            self._entropy_bonus_enabled = True  # TRL applies `entropy_coef`, which our controller drives
+        self._needs_lengths = any(m.needs_lengths for m in active(args, Stage.ADVANTAGE))
         if self._needs_reference_model():
             self.ref_model = self._load_reference_model(trainer_kwargs.get("quantization_config"),
                                                         from_path=isinstance(model, str))
         self.diversity_state = self.new_diversity_state()
-        self._rehearsal_cursor = 0
-        self._entropy_window: torch.Tensor | None = None
+        for method in self.diversity_state.methods.values():
+            method.configure_trainer(self)
         self._capturing_loss_forward = False
         self._loss_inputs: dict[str, Any] | None = None  # the micro-batch TRL's loss is computing (Clip-Cov)
         self._loss_forward: tuple | None = None
@@ -247,7 +199,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     def new_diversity_state(self) -> DiversityState:
         """A fresh, empty method state for this config (one per policy; see DiversityState)."""
-        return DiversityState(self.args, self.hooks.behavior_dims)
+        return DiversityState(self.args, self.hooks, self.shared_methods)
 
     def _add_bonus_column(self) -> None:
         """Append the `divrl_bonus` reward column (weight 1): archive + novelty bonuses land there."""
@@ -262,8 +214,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     def _needs_reference_logps(self) -> bool:
         """Whether a loss term needs reference log-probs of the completions (TRL computes them only for beta != 0):
-        divergence on policy samples, or FlowRL's residual."""
-        return self.args.flowrl or (self.args.divergence_enabled and self.args.divergence_estimator == "policy")
+        the divergence on policy samples, or FlowRL's residual."""
+        return any(m.needs_reference_logps(self.args) for m in active(self.args))
 
     def _needs_reference_model(self) -> bool:
         """Reference log-probs without PEFT need a frozen copy of the initial policy; TRL loads one for beta != 0."""
@@ -293,8 +245,9 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             try:
                 reference = create_model_from_path(name, **kwargs)
             except (OSError, ValueError) as exc:
+                needing = " / ".join(m.switch for m in active(self.args) if m.needs_reference_logps(self.args))
                 raise ValueError(
-                    f"DivRLConfig.{'flowrl' if self.args.flowrl else 'divergence'} needs the initial policy as "
+                    f"DivRLConfig.{needing} needs the initial policy as "
                     f"reference; loading it from {name!r} failed ({exc}). Pass the model as a path, or train with "
                     "peft_config (reference = adapter disabled)."
                 ) from exc
@@ -309,13 +262,12 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     # ---------------------------------------------------------------------------------- rewards
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: D102 (TRL hook)
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if self.args.length_bins_enabled:
+        if self._needs_lengths:
             local = torch.tensor([len(ids) for ids in completion_ids_list], device=rewards_per_func.device)
             self._global_lengths = gather(local)
         if self.model.training:
             self._log_collapse_signals(inputs, completions, rewards_per_func)
-        if self.model.training and (self.hooks.outcome_key is not None or self._has_bonus_column
-                                    or self.args.unlikeliness_enabled or self.args.semantic_keys_enabled):
+        if self.model.training and self.diversity_state.stage(Stage.REWARD):
             rewards_per_func = self._shape_rewards(rewards_per_func, inputs, prompts, completions,
                                                    completion_ids_list)
         if self.model.training:
@@ -377,52 +329,35 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         return total.masked_fill(torch.isnan(task).all(dim=1), math.nan)
 
     def _shape_rewards(self, rewards_per_func, inputs, prompts, completions, completion_ids_list) -> torch.Tensor:
-        """IPS-scale the task columns and fill the bonus column, on the global batch (train mode only)."""
-        metrics = self._metrics["train"]
+        """Run the REWARD methods on the global batch (train mode only): they scale the task columns and fill the
+        bonus column."""
         rewards_per_func = rewards_per_func.clone()
         texts = [completion_text(c) for c in completions]
         columns = [hook_columns(row) for row in inputs]
-        task_reward = self._weighted_task_reward(rewards_per_func).cpu()
-        keys = None
-        if self.diversity_state.clusters is not None:
-            embeddings = self._global_embeddings(self.args.semantic_embedding, texts, columns, completion_ids_list)
-            keys = self.diversity_state.clusters.assign(embeddings)
-            metrics["semantic/classes"].append(float(len(self.diversity_state.clusters)))
-        elif self.hooks.outcome_key is not None:
-            keys = gather_object([self.hooks.outcome_key(t, **c) for t, c in zip(texts, columns, strict=True)])
-        primary = rewards_per_func[:, 0].cpu()  # the task's own score (validity for HypoSpace), before any scaling
-        if self.args.ips:
-            # The IPS factor 1 / max(p_hat, epsilon) per completion = ips_scale of unit rewards.
-            scaled = ips_scale(torch.ones(len(keys)), keys, self.num_generations, self.args.ips_epsilon)
-            factor = scaled.rewards.to(rewards_per_func.device, rewards_per_func.dtype).unsqueeze(1)
-            rewards_per_func[:, : self._num_task_rewards] *= factor
-            metrics["ips/distinct_outcomes"].append(scaled.distinct_per_group.float().mean().item())
-            metrics["ips/max_scale"].append(scaled.max_scale)
-        if self.args.unlikeliness_enabled:
-            factor = unlikeliness_factors(self._sequence_logps(), self.num_generations, self.args.unlikeliness_beta)
-            rewards_per_func[:, : self._num_task_rewards] *= factor.to(rewards_per_func).unsqueeze(1)
+        step = RewardStep(
+            rewards_per_func=rewards_per_func, num_task_rewards=self._num_task_rewards,
+            task_reward=self._weighted_task_reward(rewards_per_func).cpu(),
+            primary=rewards_per_func[:, 0].cpu(),  # the task's own score (validity for HypoSpace), before shaping
+            group=self.num_generations, texts=texts, columns=columns, prompts=prompts,
+            completion_ids=completion_ids_list, gather=gather_object,
+            embeddings=lambda kind: self._global_embeddings(kind, texts, columns, completion_ids_list),
+            sequence_logps=self._sequence_logps, metrics=self._metrics["train"])
+        for method in self.diversity_state.stage(Stage.REWARD):
+            method.shape_rewards(step)
         if self._has_bonus_column:
-            bonus = torch.zeros(len(task_reward))
-            if self.args.qd:
-                eligible = primary > self.args.qd_min_reward
-                bonus += self._archive_bonus(texts, columns, prompts, task_reward.where(eligible, math.nan))
-            if self.args.novelty_enabled:
-                bonus += self._novelty_bonus(texts, columns, completion_ids_list, primary > 0)
-            if self.args.count_bonus_enabled:
-                bonus += self._count_bonus(keys, prompts, primary)
-            bonus[torch.isnan(task_reward)] = math.nan  # unscorable completions stay unscorable
-            rewards_per_func[:, -1] = bonus.to(rewards_per_func.device, rewards_per_func.dtype)
+            step.bonus[torch.isnan(step.task_reward)] = math.nan  # unscorable completions stay unscorable
+            rewards_per_func[:, -1] = step.bonus.to(rewards_per_func.device, rewards_per_func.dtype)
         return rewards_per_func
 
     def _keeps_sampled_logps(self) -> bool:  # noqa: D102 (CPUFastLogpsMixin hook)
-        return self.args.unlikeliness_enabled
+        return any(m.needs_sampled_logps(self.args) for m in active(self.args))
 
     def _generate(self, prompts: list):  # noqa: D102 (TRL hook)
         sampled_logps = self.__dict__.get("_sampled_logps")  # absent on an object __init__ did not build
         if sampled_logps is not None:
             sampled_logps.clear()
         result = super()._generate(prompts)
-        if self.args.unlikeliness_enabled and self.model.training:
+        if self._keeps_sampled_logps() and self.model.training:
             prompt_ids, completion_ids, tool_mask, _, sampling_logps, *_ = result
             if sampling_logps is None and tool_mask is None and sampled_logps is not None and len(sampled_logps) == 1:
                 sampling_logps = _leading_logps(sampled_logps[0], completion_ids)
@@ -452,43 +387,6 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             local = masked_mean(logps, batch["completion_mask"], 1)
         return gather(local.float()).cpu()
 
-    def _archive_bonus(self, texts: list[str], columns: list[dict], prompts: list, objectives: torch.Tensor
-                       ) -> torch.Tensor:
-        """Insert the global batch into the archive(s) and return beta_new / beta_imp bonuses (the execution-rewards
-        paper, Eq. 3);
-        a NaN objective (unscorable, or not above `qd_min_reward`) is not archived and earns nothing."""
-        state = self.diversity_state
-        descriptors = gather_object([self.hooks.behavior(t, **c) for t, c in zip(texts, columns, strict=True)])
-        objective_list = objectives.tolist()
-        if self.args.qd_archive == "global":
-            statuses = state.archive(GLOBAL_ARCHIVE).add(descriptors, objective_list)
-            archives = [state.archive(GLOBAL_ARCHIVE)]
-        else:
-            keys = gather_object([_prompt_key(p) for p in prompts])
-            group, statuses = self.num_generations, []
-            for start in range(0, len(keys), group):
-                rows = slice(start, start + group)
-                statuses += state.archive(keys[start]).add(descriptors[rows], objective_list[rows])
-            archives = list(state.archives.values())
-        stats = [a.stats() for a in archives]
-        metrics = self._metrics["train"]
-        metrics["qd/coverage"].append(sum(s.coverage for s in stats) / len(stats))
-        metrics["qd/qd_score"].append(sum(s.qd_score for s in stats))
-        metrics["qd/new_cells"].append(float(sum(s == AddStatus.NEW for s in statuses)))
-        return archive_bonus(statuses, self.args.qd_beta_new, self.args.qd_beta_imp)
-
-    def _count_bonus(self, keys: list, prompts: list, primary: torch.Tensor) -> torch.Tensor:
-        """c / sqrt(1 + n(x, o)) for completions the first reward function scores above 0 (valid ones), counting
-        them first (`divrl.core.OutcomeCounts`)."""
-        counts = self.diversity_state.counts
-        contexts = gather_object([_prompt_key(p) for p in prompts])
-        valid_keys = [key if reward > 0 else None for key, reward in zip(keys, primary.tolist(), strict=True)]
-        bonus = counts.bonus(contexts, valid_keys)
-        metrics = self._metrics["train"]
-        metrics["count/bonus"].append(bonus.mean().item())
-        metrics["count/distinct_outcomes"].append(float(counts.distinct()))
-        return bonus
-
     def _global_embeddings(self, kind: str, texts: list[str], columns: list[dict], completion_ids_list: list,
                            ) -> torch.Tensor:
         """(global batch, dim) embeddings of the completions, NaN rows where the task has none: 'ngram' (hashed
@@ -503,21 +401,6 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             return torch.tensor([[math.nan] * dim if v is None else list(map(float, v)) for v in vectors])
         local = hashed_ngram_embedding(texts) if kind == "ngram" else self._pooled_hidden_states(completion_ids_list)
         return gather(local.to(self.accelerator.device)).cpu().float()
-
-    def _novelty_bonus(self, texts: list[str], columns: list[dict], completion_ids_list: list,
-                       scored: torch.Tensor) -> torch.Tensor:
-        """gamma x mean distance to the k nearest remembered embeddings, then remember the batch (the execution-rewards
-        paper, Eq. 5);
-        only completions the task scores above 0 (`scored`) are paid or remembered."""
-        embeddings = self._global_embeddings(self.args.novelty_embedding, texts, columns, completion_ids_list)
-        valid = ~torch.isnan(embeddings).any(dim=1) & scored  # an output the task scores 0 earns no novelty
-        memory = self.diversity_state.novelty
-        novelty = torch.zeros(len(embeddings))
-        if valid.any():
-            novelty[valid] = memory.score(embeddings[valid])
-            memory.add(embeddings[valid])
-        self._metrics["train"]["maxent/novelty"].append(novelty[valid].mean().item() if valid.any() else 0.0)
-        return novelty
 
     @torch.no_grad()
     def _pooled_hidden_states(self, completion_ids_list: list) -> torch.Tensor:
@@ -539,29 +422,34 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     # ------------------------------------------------------------------------------- advantages
     def _generate_and_score_completions(self, inputs):  # noqa: D102 (TRL hook)
         output = super()._generate_and_score_completions(inputs)
-        if self.args.length_bins_enabled or (self.args.passk_enabled and self.model.training):
-            self._replace_advantages(output)
-        if self.args.zero_flat_groups and self.model.training:
-            self._zero_flat_groups(output)
+        methods = [m for m in self.diversity_state.stage(Stage.ADVANTAGE) if self.model.training or not m.train_only]
+        if methods:
+            self._run_advantage_methods(methods, output)
         if self._needs_reference_logps() and "ref_per_token_logps" not in output:
             output["ref_per_token_logps"] = self._reference_logps(output)
         return output
 
-    def _replace_advantages(self, output: dict[str, Any]) -> None:
-        """Replace this process's advantages by length-conditional or pass@k ones computed on the global batch."""
+    def _run_advantage_methods(self, methods: list[Method], output: dict[str, Any]) -> None:
+        """Run the ADVANTAGE methods on the global batch: a replacement's advantages (unscorable rows 0, as in TRL)
+        and zeroed rows go to this process's slice and to the logged advantages."""
         group = self.num_generations if self.model.training else self.num_generations_eval
-        rewards = self._summed_rewards(self._global_rewards_per_func)
+        summed = self._summed_rewards(self._global_rewards_per_func)
         unscorable = torch.isnan(self._global_rewards_per_func).all(dim=1)
         # Unscorable rows take their group's mean (no pull on the bin statistics) and get advantage 0, as in TRL.
-        rewards = rewards.masked_fill(unscorable, math.nan)
+        rewards = summed.masked_fill(unscorable, math.nan)
         group_mean = torch.nanmean(rewards.view(-1, group), dim=1).nan_to_num(0.0).repeat_interleave(group)
-        filled = torch.where(unscorable, group_mean, rewards)
-        if self.args.passk_enabled:
-            advantages = passk_advantages(filled.cpu(), group, self.args.passk, scale=self.args.scale_rewards != "none")
-        else:
-            advantages = length_conditional_advantages(filled.cpu(), self._global_lengths.cpu().float(), group,
-                                                       self.args.length_bins, scale=self.args.scale_rewards)
-        advantages = advantages.masked_fill(unscorable.cpu(), 0.0)
+        step = AdvantageStep(summed=summed, filled=torch.where(unscorable, group_mean, rewards), unscorable=unscorable,
+                             lengths=self._global_lengths, group=group, scale_rewards=self.args.scale_rewards)
+        for method in methods:
+            advantages = method.advantages(step)
+            if advantages is not None:
+                self._replace_advantages(output, advantages.masked_fill(unscorable.cpu(), 0.0))
+            zeroed = method.zeroed_rows(step)
+            if zeroed is not None:
+                self._zero_advantages(output, zeroed)
+
+    def _replace_advantages(self, output: dict[str, Any], advantages: torch.Tensor) -> None:
+        """This process's slice of the global `advantages` replaces its advantages, in the logged ones too."""
         local = output["advantages"].shape[0]
         start = self.accelerator.process_index * local
         output["advantages"] = advantages[start : start + local].to(output["advantages"].device)
@@ -570,17 +458,16 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             logged.pop()
         logged.extend(advantages.tolist())
 
-    def _zero_flat_groups(self, output: dict[str, Any]) -> None:
-        """Set this process's advantages of flat groups (every summed reward equal) to exactly 0, in the logged
-        advantages too (DivRLConfig.zero_flat_groups; training batches)."""
-        flat = flat_rows(self._summed_rewards(self._global_rewards_per_func).cpu(), self.num_generations)
+    def _zero_advantages(self, output: dict[str, Any], rows: torch.Tensor) -> None:
+        """Set the advantages of the global `rows` (bool mask) to exactly 0: this process's slice and the logged
+        ones."""
         local = output["advantages"].shape[0]
         start = self.accelerator.process_index * local
-        output["advantages"] = output["advantages"].masked_fill(flat[start : start + local].to(
+        output["advantages"] = output["advantages"].masked_fill(rows[start : start + local].to(
             output["advantages"].device), 0.0)
         logged = self._logs["advantages"]  # the global batch's advantages, appended last
-        for offset in flat.nonzero().flatten().tolist():
-            logged[len(logged) - len(flat) + offset] = 0.0
+        for offset in rows.nonzero().flatten().tolist():
+            logged[len(logged) - len(rows) + offset] = 0.0
 
     @torch.no_grad()
     def _reference_logps(self, output: dict[str, Any]) -> torch.Tensor:
@@ -606,29 +493,11 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     def _get_per_token_logps_and_entropies(self, model, *args, **kwargs):  # noqa: D102 (TRL hook)
         result = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
         if self._capturing_loss_forward:
-            if self.args.cov_method == "clip_cov" and self.model.training:
-                result = (self._clip_cov(result[0], self._loss_inputs), *result[1:])
+            if self.model.training:
+                for method in self.diversity_state.stage(Stage.LOSS):
+                    result = (method.edit_loss_logps(self, self._loss_inputs, result[0]), *result[1:])
             self._loss_forward = result
         return result
-
-    def _clip_cov(self, per_token_logps: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor:
-        """The log-probs with the Clip-Cov tokens detached (no policy gradient through them): a random cov_ratio
-        share of the tokens with covariance inside cov_clip_bounds, skipping those PPO's clip stops already."""
-        mask = inputs["completion_mask"].bool()
-        advantages = inputs["advantages"]
-        old = inputs.get("old_per_token_logps")
-        log_ratio = per_token_logps.detach() - (per_token_logps.detach() if old is None else old)
-        clipped = ppo_clipped(advantages, log_ratio, self.epsilon_low, self.epsilon_high)
-        low, high = self.args.cov_clip_bounds
-        selected = clip_cov_selection(token_covariance(per_token_logps, advantages, mask), self.args.cov_ratio,
-                                      low, high, excluded=clipped & mask)
-        self._log_cov_selection(selected, mask)
-        return torch.where(selected, per_token_logps.detach(), per_token_logps)
-
-    def _log_cov_selection(self, selected: torch.Tensor, mask: torch.Tensor) -> None:
-        """Log `cov/selected_fraction`: the share of completion tokens Clip-Cov / KL-Cov acted on (global)."""
-        log_global_means(self.accelerator, self._metrics["train"], {"cov/selected_fraction": selected.sum()},
-                         mask.sum())
 
     def get_high_entropy_mask(self, entropies, mask, threshold):  # noqa: D102 (TRL hook)
         result = super().get_high_entropy_mask(entropies, mask, threshold)
@@ -637,9 +506,9 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         return result
 
     def _compute_loss(self, model, inputs):  # noqa: D102 (TRL hook)
-        entropy_controller = self.diversity_state.entropy
-        if entropy_controller is not None:
-            self.entropy_coef = entropy_controller.alpha
+        methods = self.diversity_state.stage(Stage.LOSS)
+        for method in methods:
+            method.before_loss(self)
         self._capturing_loss_forward = True
         self._loss_inputs = inputs
         self._loss_entropy_mask = None
@@ -654,96 +523,25 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
         mask = inputs["completion_mask"]
         if "tool_mask" in inputs:
             mask = mask * inputs["tool_mask"]
-        accumulation = self.current_gradient_accumulation_steps if mode == "train" else 1.0
-        if self.args.divergence_enabled:
-            if self.args.divergence_estimator == "policy":
-                per_token = policy_sample_divergence_loss(
-                    per_token_logps, inputs["ref_per_token_logps"], self.args.divergence, self.args.divergence_alpha,
-                    sample_weight=self._behaviour_correction(per_token_logps, inputs))
-                loss = loss + self._divergence_term(per_token, mask, accumulation, mode)
-            elif mode == "train":
-                loss = loss + self._rehearsal_divergence_term(model, accumulation)
-        if self.args.cov_method == "kl_cov" and mode == "train" and inputs.get("old_per_token_logps") is not None:
-            loss = loss + self._kl_cov_term(per_token_logps, inputs, mask, accumulation)
-        if entropy_controller is not None and mode == "train":
-            # Measure the entropy the bonus drives: TRL's bonus acts on the top-entropy tokens when
-            # top_entropy_quantile < 1, so the controller measures those same tokens.
-            bonus_mask = mask if self._loss_entropy_mask is None else mask * self._loss_entropy_mask
-            self._update_entropy_controller(entropy_controller, entropies, bonus_mask)
+        step = LossStep(trainer=self, model=model, inputs=inputs, per_token_logps=per_token_logps,
+                        entropies=entropies, mask=mask, entropy_mask=self._loss_entropy_mask,
+                        accumulation=self.current_gradient_accumulation_steps if mode == "train" else 1.0, mode=mode)
         self._loss_entropy_mask = None
+        for method in methods:
+            term = method.loss_term(step)
+            if term is not None:
+                loss = loss + term
         return loss
-
-    def _kl_cov_term(self, per_token_logps: torch.Tensor, inputs: dict[str, Any], mask: torch.Tensor,
-                     accumulation: float) -> torch.Tensor:
-        """KL-Cov: cov_kl_coef x |log pi - log pi_old| on the top cov_ratio share of tokens by covariance, as a
-        masked token mean scaled for gradient accumulation."""
-        selected = kl_cov_selection(token_covariance(per_token_logps, inputs["advantages"], mask), self.args.cov_ratio)
-        self._log_cov_selection(selected, mask.bool())
-        penalty = (per_token_logps - inputs["old_per_token_logps"]).abs() * selected * mask
-        return self.args.cov_kl_coef * penalty.sum() / mask.sum().clamp(min=1.0) / accumulation
-
-    def _behaviour_correction(self, per_token_logps: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor | None:
-        """pi / pi_sampler per token (detached): the batch was sampled by an older policy (several optimizer steps
-        per generation) and/or by vLLM (TRL's importance_sampling_ratio, already bounded by TRL); None when it is
-        on-policy. pi / pi_old is truncated as TRL bounds its own ratio: to [1 - epsilon, 1 + epsilon_high], or at
-        epsilon_high for CISPO (`divrl.core.truncated_importance_weights`), which bounds the estimate's variance."""
-        weight = None
-        if inputs.get("old_per_token_logps") is not None:
-            low, high = ((None, self.epsilon_high) if self.loss_type == "cispo"
-                         else (max(0.0, 1 - self.epsilon_low), 1 + self.epsilon_high))
-            weight = truncated_importance_weights(per_token_logps - inputs["old_per_token_logps"], low, high)
-        if inputs.get("importance_sampling_ratio") is not None:
-            ratio = inputs["importance_sampling_ratio"]
-            weight = ratio if weight is None else weight * ratio
-        return weight
-
-    def _divergence_term(self, per_token: torch.Tensor, mask: torch.Tensor, accumulation: float, mode: str
-                         ) -> torch.Tensor:
-        """coef x masked token mean of the per-token divergence, scaled for gradient accumulation; logs it."""
-        mask = mask.to(per_token.dtype)
-        value = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
-        log_global_means(self.accelerator, self._metrics[mode], {f"divergence/{self.args.divergence}":
-                                                                 (per_token * mask).sum()}, mask.sum())
-        return self.args.divergence_coef * value / accumulation
-
-    def _rehearsal_divergence_term(self, model: Any, accumulation: float) -> torch.Tensor:
-        """Divergence estimated on the next rehearsal rows (reference samples): one extra policy forward."""
-        size = self.args.divergence_rehearsal_batch_size
-        start = self._rehearsal_cursor + self.accelerator.process_index * size
-        batch = self.rehearsal.batch(range(start, start + size), self._tokenizer.pad_token_id)
-        self._rehearsal_cursor = (self._rehearsal_cursor + size * self.accelerator.num_processes) % len(self.rehearsal)
-        batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
-        logits_to_keep = batch["completion_mask"].shape[1]
-        policy_logps, _, _ = self._get_per_token_logps_and_entropies(
-            model, batch["input_ids"], batch["attention_mask"], logits_to_keep
-        )
-        per_token = per_token_divergence(policy_logps, batch["ref_logps"].to(policy_logps.dtype),
-                                         self.args.divergence, "reference", self.args.divergence_alpha)
-        return self._divergence_term(per_token, batch["completion_mask"], accumulation, "train")
-
-    def _update_entropy_controller(self, controller: AdaptiveEntropyCoefficient, entropies: torch.Tensor,
-                                   mask: torch.Tensor) -> None:
-        """Accumulate the window's token entropy; at each optimizer step take one dual-descent step on it."""
-        stats = torch.stack([(entropies * mask).sum(), mask.sum().to(entropies.dtype)]).detach()
-        self._entropy_window = stats if self._entropy_window is None else self._entropy_window + stats
-        if self.accelerator.sync_gradients:
-            totals = self.accelerator.reduce(self._entropy_window, reduction="sum")
-            alpha = controller.update((totals[0] / totals[1].clamp(min=1.0)).item())
-            self.entropy_coef = alpha
-            self._entropy_window = None
-            self._metrics["train"]["maxent/alpha"].append(alpha)
 
     # ------------------------------------------------------------------------------ checkpoints
     def method_state_dict(self) -> dict[str, Any]:
         """All method state a checkpoint holds; subclasses extend it (call super and add keys)."""
-        return {"diversity": self.diversity_state.state_dict(), "rehearsal_cursor": self._rehearsal_cursor}
+        return {"diversity": self.diversity_state.state_dict(), **method_states(self.shared_methods, shared=True)}
 
     def load_method_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what `method_state_dict` returned; subclasses extend it (call super)."""
         self.diversity_state.load_state_dict(state["diversity"])
-        self._rehearsal_cursor = int(state["rehearsal_cursor"])
-        if self.diversity_state.entropy is not None:
-            self.entropy_coef = self.diversity_state.entropy.alpha
+        load_method_states(self.shared_methods, shared=True, state=state)
 
     def _task_states(self) -> list[dict[str, Any]] | None:
         """Every process's task state (e.g. a molecule task's reward cache and diversity filter), in rank order;
@@ -767,14 +565,13 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             write_manifest(checkpoint_dir(self, trial))
 
     def keeps_method_state(self) -> bool:
-        """Whether an enabled method (or the task) has state that a checkpoint's divrl_state.pt must restore:
-        archives, novelty memory, entropy coefficient, outcome counts, semantic classes, rehearsal cursor, task state.
-        IPS, unlikeliness, pass@k, length bins and the divergences keep none, so such a run may resume from a plain
-        GRPOTrainer checkpoint."""
-        args = self.args
-        return bool(args.qd or args.novelty_enabled or args.maxent_entropy_enabled or self.rehearsal is not None
-                    or args.count_bonus_enabled or args.semantic_keys_enabled
-                    or (self.task is not None and hasattr(self.task, "load_state_dict")))
+        """Whether an enabled method (or the task) has state that a checkpoint's divrl_state.pt must restore
+        (`Method.has_state`: archives, novelty memory, entropy coefficient, outcome counts, semantic classes,
+        rehearsal cursor) or the task does. IPS, unlikeliness, pass@k, length bins and the divergences on policy
+        samples keep none, so such a run may resume from a plain GRPOTrainer checkpoint."""
+        methods = [*self.diversity_state.methods.values(), *self.shared_methods.values()]
+        return (any(method.has_state() for method in methods)
+                or (self.task is not None and hasattr(self.task, "load_state_dict")))
 
     def method_state_files(self) -> list[str]:
         """The method state files a checkpoint of this run must hold to be resumed from."""
@@ -905,8 +702,3 @@ def _leading_logps(sampled: torch.Tensor, completion_ids: list[list[int]]) -> li
     if sampled.shape[0] != len(completion_ids) or any(len(ids) > sampled.shape[1] for ids in completion_ids):
         return None
     return [row[: len(ids)].tolist() for row, ids in zip(sampled, completion_ids, strict=True)]
-
-
-def _prompt_key(prompt: str | Sequence[dict[str, Any]]) -> str:
-    """A stable string naming a prompt (text prompts as is, chat prompts as JSON)."""
-    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)

@@ -10,7 +10,7 @@ import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from divrl.task import has_hook
 
@@ -43,11 +43,12 @@ class TaskHooks:
     task_outcome_key: Callable[..., Hashable | None] | None = None
 
 
-def _fail(field: str, problem: str) -> None:
+def refuse(field: str, problem: str) -> NoReturn:
+    """Raise the ValueError of a method whose config field `field` needs a hook the task lacks."""
     raise ValueError(f"DivRLConfig.{field}: {problem}")
 
 
-def _checked_outcome_key(hook: Callable[..., Any]) -> Callable[..., Hashable | None]:
+def checked_outcome_key(hook: Callable[..., Any]) -> Callable[..., Hashable | None]:
     """`hook` refusing, with a message naming it, a key that IPS cannot count (not hashable)."""
 
     def outcome_key(completion: str, **row: Any) -> Hashable | None:
@@ -59,10 +60,11 @@ def _checked_outcome_key(hook: Callable[..., Any]) -> Callable[..., Hashable | N
                              f"completion {completion!r:.80}: return a str, int, tuple or None") from None
         return key
 
+    outcome_key.__wrapped__ = hook  # type: ignore[attr-defined]  # so that users of one task hook share one check
     return outcome_key
 
 
-def _checked_behavior(hook: Callable[..., Any], dims: int) -> Callable[..., Sequence[float] | None]:
+def checked_behavior(hook: Callable[..., Any], dims: int) -> Callable[..., Sequence[float] | None]:
     """`hook` refusing, with a message naming it, anything but None or `dims` finite numbers."""
 
     def behavior(completion: str, **row: Any) -> Sequence[float] | None:
@@ -82,7 +84,7 @@ def _checked_behavior(hook: Callable[..., Any], dims: int) -> Callable[..., Sequ
     return behavior
 
 
-def _checked_embed(hook: Callable[..., Any]) -> Callable[..., Sequence[float] | None]:
+def checked_embed(hook: Callable[..., Any]) -> Callable[..., Sequence[float] | None]:
     """`hook` refusing, with a message naming it, anything but None or a flat sequence of numbers."""
 
     def embed(completion: str, **row: Any) -> Sequence[float] | None:
@@ -99,48 +101,16 @@ def _checked_embed(hook: Callable[..., Any]) -> Callable[..., Sequence[float] | 
 
 
 def resolve_task_hooks(args: Any, task: Any | None) -> TaskHooks:
-    """Pick the hooks the enabled methods need from `task`, raising a ValueError naming the field otherwise."""
-    task_outcome_key = _checked_outcome_key(task.outcome_key) if has_hook(task, "outcome_key") else None
-    outcome_key = None
-    embed = None
-    if args.semantic_keys_enabled and args.semantic_embedding == "task":
-        if not has_hook(task, "embed"):
-            _fail("semantic_embedding", "'task' needs a task with an `embed(completion, **row)` hook")
-        embed = _checked_embed(task.embed)
-    if (args.ips or args.count_bonus_enabled) and not args.semantic_keys_enabled:  # semantic keys: batch-level
-        source = args.ips_outcome_key
-        if source == "task" and not has_hook(task, "outcome_key"):
-            _fail("ips_outcome_key", "'task' needs a task object with an `outcome_key(completion, **row)` hook")
-        if source == "text" or (source == "auto" and not has_hook(task, "outcome_key")):
-            if source == "auto":
-                logger.warning(
-                    "IPS / count bonus: the task has no `outcome_key` hook; using the normalised completion text as "
-                    "the outcome (distinct texts count as distinct outcomes). Set ips_outcome_key='text' to silence "
-                    "this."
-                )
-            outcome_key = normalized_text_key
-        else:
-            outcome_key = task_outcome_key
+    """Collect the hooks the enabled methods need from `task` (each method checks its own and raises a ValueError
+    naming its field when the task lacks one), plus the task's own outcome key for the collapse metrics."""
+    from divrl.methods import active
 
-    behavior, behavior_dims = None, None
-    if args.qd:
-        if not has_hook(task, "behavior"):
-            _fail("qd", "needs a task with a `behavior(completion, **row)` hook returning a descriptor in [0,1]^d")
-        task_dims = getattr(task, "behavior_dims", None)
-        if task_dims is None and args.qd_dims is None:
-            _fail("qd_dims", "is needed when the task does not declare `behavior_dims`")
-        if task_dims is not None and not (isinstance(task_dims, int) and task_dims >= 1):
-            _fail("qd", f"task.behavior_dims must be a positive int, got {task_dims!r}")
-        if task_dims is not None and args.qd_dims is not None and len(args.qd_dims) != task_dims:
-            _fail("qd_dims", f"has {len(args.qd_dims)} dimensions but task.behavior_dims is {task_dims}")
-        behavior_dims = task_dims if task_dims is not None else len(args.qd_dims)
-        behavior = _checked_behavior(task.behavior, behavior_dims)
-        if args.qd_ranges is not None and len(args.qd_ranges) != behavior_dims:
-            _fail("qd_ranges", f"has {len(args.qd_ranges)} ranges for {behavior_dims} behaviour dimensions")
-
-    if args.novelty_enabled and args.novelty_embedding == "task":
-        if not has_hook(task, "embed"):
-            _fail("novelty_embedding", "'task' needs a task with an `embed(completion, **row)` hook")
-        embed = _checked_embed(task.embed)
-    return TaskHooks(outcome_key=outcome_key, behavior=behavior, behavior_dims=behavior_dims, embed=embed,
-                     task_outcome_key=task_outcome_key)
+    needed: dict[str, Any] = {}
+    for method in active(args):
+        needed.update(method.resolve_hooks(args, task))
+    task_outcome_key = None
+    if has_hook(task, "outcome_key"):
+        shared = needed.get("outcome_key")  # IPS and the collapse metrics share the task's checked hook
+        task_outcome_key = (shared if getattr(shared, "__wrapped__", None) == task.outcome_key
+                            else checked_outcome_key(task.outcome_key))
+    return TaskHooks(**needed, task_outcome_key=task_outcome_key)

@@ -1,0 +1,278 @@
+"""The method registry: what a diversity method declares, the stages it acts in, and the per-step objects the
+trainer hands it.
+
+A method is one class in one file of `divrl.methods`, registered with `@register`. It declares its config fields
+(a dataclass merged into `DivRLConfig`), when it is on, how its fields are checked, the task hooks it needs, its
+model-card entry, its preset, its learned state, and the stage of the step it acts in. The algorithm itself is a
+pure function in `divrl.core`; the method file only wires it. `DivRLTrainer` (and its presets, model card, hook
+checks and checkpoints) read the registry instead of naming methods.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+
+class Stage(enum.Enum):
+    """Where in a training step a method acts (stages run in this order; methods of one stage by `order`)."""
+
+    REWARD = "reward"  # shapes the global batch's rewards in group order, before TRL normalises them
+    ADVANTAGE = "advantage"  # replaces or edits the advantages TRL computed from the rewards
+    LOSS = "loss"  # edits TRL's loss forward or adds a term to its loss
+    OBJECTIVE = "objective"  # replaces GRPO's surrogate (a mixin of the trainer today: FlowRL)
+    OUTER = "outer"  # acts around the steps (the population's members, selection and soup)
+
+
+@dataclass(frozen=True)
+class Card:
+    """A method's entry on the model card: its name, its Hub tag and TRL's `_paper` dict of its paper."""
+
+    name: str
+    tag: str
+    paper: dict[str, Any]
+
+
+class Method:
+    """One diversity method. Subclasses set the class attributes and override the hooks of their stage.
+
+    An instance belongs to one policy (a population has one per member) and holds the method's learned state.
+    """
+
+    name: ClassVar[str]  # registry key
+    switch: ClassVar[str]  # the DivRLConfig field that turns it on (named in error messages)
+    stage: ClassVar[Stage]
+    order: ClassVar[int] = 0  # position among the methods of its stage (lower runs first)
+    Config: ClassVar[type]  # dataclass of its DivRLConfig fields (names are public: recipes, CLI flags)
+    card: ClassVar[Card | None] = None
+    preset: ClassVar[dict[str, Any]] = {}  # what its preset trainer (presets.py) switches on
+    state_key: ClassVar[str | None] = None  # its key in a checkpoint's method state; None: it learns nothing
+    empty_state: ClassVar[Any] = None  # what that key holds in a run where the method is off
+    shared: ClassVar[bool] = False  # one instance for all policies of a trainer (a data stream, not learned state)
+    counts_outcomes: ClassVar[bool] = False  # needs an outcome key per completion (REWARD stage: `step.keys`)
+    bonus: ClassVar[bool] = False  # adds to the `divrl_bonus` reward column (REWARD stage: `step.bonus`)
+    needs_lengths: ClassVar[bool] = False  # ADVANTAGE stage: reads `step.lengths`
+    replaces_advantages: ClassVar[bool] = False  # ADVANTAGE stage: `advantages` replaces TRL's (one such method)
+    train_only: ClassVar[bool] = True  # acts on training batches only (False: evaluation batches too)
+
+    def __init__(self, args: Any, hooks: Any) -> None:
+        self.args = args
+        self.hooks = hooks
+
+    # ------------------------------------------------------------------ declared per class
+    @classmethod
+    def enabled(cls, args: Any) -> bool:
+        """Whether `args` switches this method on."""
+        raise NotImplementedError
+
+    @classmethod
+    def validate(cls, args: Any) -> None:
+        """Raise a ValueError naming the field when one of this method's fields is out of range or clashes."""
+
+    @classmethod
+    def card_for(cls, args: Any) -> Card | None:
+        """The model-card entry of a run with `args` (a method with several variants picks one)."""
+        return cls.card
+
+    @classmethod
+    def resolve_hooks(cls, args: Any, task: Any) -> dict[str, Any]:
+        """The task hooks this method needs (`TaskHooks` field -> callable), checked once at construction: a
+        missing hook raises a ValueError naming the config field."""
+        return {}
+
+    @classmethod
+    def needs_reference_logps(cls, args: Any) -> bool:
+        """Whether its loss reads the reference policy's per-token log-probs of the completions."""
+        return False
+
+    @classmethod
+    def needs_sampled_logps(cls, args: Any) -> bool:
+        """Whether the sampler's per-token log-probs must be kept for this step (unlikeliness)."""
+        return False
+
+    def configure_trainer(self, trainer: Any) -> None:
+        """Called once after TRL's `__init__`, for a method that sets a trainer attribute TRL reads."""
+
+    # ------------------------------------------------------------------ learned state
+    def has_state(self) -> bool:
+        """Whether this instance keeps state under `state_key` (some configurations of a method keep none)."""
+        return self.state_key is not None
+
+    def state_dict(self) -> Any:
+        """The method's learned state (torch.save-able, weights_only-safe)."""
+        return None
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore what `state_dict` returned."""
+
+    # ------------------------------------------------------------------ stage hooks
+    def shape_rewards(self, step: RewardStep) -> None:
+        """REWARD: edit `step.rewards_per_func`'s task columns, or add to `step.bonus`."""
+
+    def advantages(self, step: AdvantageStep) -> torch.Tensor | None:
+        """ADVANTAGE: the global batch's advantages replacing TRL's (None: leave them)."""
+        return None
+
+    def zeroed_rows(self, step: AdvantageStep) -> torch.Tensor | None:
+        """ADVANTAGE: a bool mask of global rows whose advantage becomes exactly 0 (None: none)."""
+        return None
+
+    def before_loss(self, trainer: Any) -> None:
+        """LOSS: called before TRL's loss of each micro-batch."""
+
+    def edit_loss_logps(self, trainer: Any, inputs: dict[str, Any], per_token_logps: torch.Tensor) -> torch.Tensor:
+        """LOSS: edit the per-token log-probs of TRL's loss forward of `inputs` while TRL's loss runs (training
+        only)."""
+        return per_token_logps
+
+    def loss_term(self, step: LossStep) -> torch.Tensor | None:
+        """LOSS: a term added to TRL's loss of this micro-batch (None: nothing)."""
+        return None
+
+
+REGISTRY: dict[str, type[Method]] = {}
+
+
+def register(cls: type[Method]) -> type[Method]:
+    """Class decorator: add a method to the registry (registration order = the model card's order)."""
+    if cls.name in REGISTRY:
+        raise ValueError(f"a method named {cls.name!r} is already registered ({REGISTRY[cls.name].__module__})")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def methods(stage: Stage | None = None) -> Iterator[type[Method]]:
+    """Registered methods (of `stage`, by `order`; all in registration order when stage is None)."""
+    if stage is None:
+        yield from REGISTRY.values()
+        return
+    yield from sorted((m for m in REGISTRY.values() if m.stage is stage), key=lambda m: m.order)
+
+
+def configurable(method: type[Method], args: Any) -> bool:
+    """Whether `args` has `method`'s fields: `DivRLConfig` has every method's of `divrl.methods`; a method added
+    outside divrl needs a config class that also inherits its `Config` (README, "Add a method")."""
+    return isinstance(args, method.Config)
+
+
+def active(args: Any, stage: Stage | None = None) -> list[type[Method]]:
+    """The methods `args` switches on (of `stage`, by `order`)."""
+    return [m for m in methods(stage) if configurable(m, args) and m.enabled(args)]
+
+
+def counts_outcomes(args: Any) -> bool:
+    """Whether an enabled method needs an outcome key per completion (IPS, the count bonus)."""
+    return any(m.counts_outcomes and configurable(m, args) and m.enabled(args) for m in REGISTRY.values())
+
+
+def presets_of(*names: str) -> dict[str, Any]:
+    """The merged presets of the named methods (what a preset trainer switches on)."""
+    merged: dict[str, Any] = {}
+    for name in names:
+        merged.update(REGISTRY[name].preset)
+    return merged
+
+
+# ---------------------------------------------------------------------------------- per-step objects
+@dataclass
+class RewardStep:
+    """What REWARD methods read and edit: the global batch in group order (rows = completions of every process).
+
+    `rewards_per_func` (rows, columns) holds the task's columns first and, when a bonus method is on, the
+    `divrl_bonus` column last; methods scale task columns in place and add bonuses to `bonus`. `task_reward` and
+    `primary` are taken before any shaping. Hooks run on this process's completions (`texts`, `columns`) and are
+    gathered with `gather`.
+    """
+
+    rewards_per_func: torch.Tensor
+    num_task_rewards: int
+    task_reward: torch.Tensor  # (rows,) weighted task reward, NaN where unscorable; on the CPU
+    primary: torch.Tensor  # (rows,) the first reward function's score (validity for HypoSpace); on the CPU
+    group: int  # completions per prompt
+    texts: list[str]  # this process's completions
+    columns: list[dict[str, Any]]  # their dataset rows as hook keyword arguments
+    prompts: list[Any]  # their prompts
+    completion_ids: list[list[int]]
+    gather: Callable[[list], list]  # every process's list, in rank order
+    embeddings: Callable[[str], torch.Tensor]  # (rows, dim) embeddings of a kind ('ngram', 'hidden', 'task')
+    sequence_logps: Callable[[], torch.Tensor]  # (rows,) mean log-prob under the sampling policy
+    metrics: dict[str, list[float]]
+    keys: list[Any] | None = None  # outcome keys (rows), set before the methods that count outcomes run
+    bonus: torch.Tensor = field(default=None)  # type: ignore[assignment]  # (rows,) filled by bonus methods
+
+    def __post_init__(self) -> None:
+        if self.bonus is None:
+            self.bonus = torch.zeros(len(self.task_reward))
+
+    def scale_task_rewards(self, factor: torch.Tensor) -> None:
+        """Multiply every task column by a per-row factor (rows,)."""
+        rewards = self.rewards_per_func
+        rewards[:, : self.num_task_rewards] *= factor.to(rewards.device, rewards.dtype).unsqueeze(1)
+
+
+@dataclass
+class AdvantageStep:
+    """What ADVANTAGE methods read: the global batch's summed rewards, unscorable rows filled with their group's
+    mean (`filled`), the mask of those rows, the completion lengths and the group size."""
+
+    summed: torch.Tensor  # (rows,) each row's reward as TRL sums it (NaN as 0), after shaping
+    filled: torch.Tensor  # (rows,) `summed`, unscorable rows replaced by their group's mean
+    unscorable: torch.Tensor  # (rows,) bool
+    lengths: torch.Tensor | None  # (rows,) completion lengths
+    group: int
+    scale_rewards: str
+
+
+@dataclass
+class LossStep:
+    """What LOSS methods read: one micro-batch's loss forward (`per_token_logps`, `entropies`), its `inputs`, the
+    loss mask, the gradient-accumulation divisor, the mode ('train' / 'eval') and the trainer (for its model
+    forwards and metrics)."""
+
+    trainer: Any
+    model: Any
+    inputs: dict[str, Any]
+    per_token_logps: torch.Tensor
+    entropies: torch.Tensor | None
+    mask: torch.Tensor
+    entropy_mask: torch.Tensor | None  # the tokens TRL's entropy bonus acts on (top_entropy_quantile < 1)
+    accumulation: float
+    mode: str
+
+
+# ---------------------------------------------------------------------------------- learned state
+def method_states(instances: dict[str, Method], shared: bool) -> dict[str, Any]:
+    """{state_key: state} of every registered method keeping state (per-policy ones, or the trainer's shared ones);
+    a method that is off, or keeps no state in this configuration, writes its `empty_state`, so the layout of a
+    checkpoint does not depend on which methods ran."""
+    states = {}
+    for method in REGISTRY.values():
+        if method.state_key is None or method.shared != shared:
+            continue
+        instance = instances.get(method.name)
+        states[method.state_key] = (instance.state_dict() if instance is not None and instance.has_state()
+                                    else method.empty_state)
+    return states
+
+
+def load_method_states(instances: dict[str, Method], shared: bool, state: dict[str, Any]) -> None:
+    """Restore what `method_states` returned; raise a ValueError when the checkpoint and this config disagree on
+    which methods keep state (a checkpoint written before a method existed lacks its key: read as empty)."""
+    for method in REGISTRY.values():
+        if method.state_key is None or method.shared != shared:
+            continue
+        saved = state.get(method.state_key, method.empty_state)
+        instance = instances.get(method.name)
+        keeps = instance is not None and instance.has_state()
+        if not keeps and saved is not None and saved != method.empty_state:
+            raise ValueError(f"the checkpoint has {method.name} state ({method.state_key}) but this config does not "
+                             f"enable {method.switch}: resume with the run's config")
+        if keeps and saved is None:
+            raise ValueError(f"the checkpoint lacks {method.name} state ({method.state_key}) but this config enables "
+                             f"{method.switch}: resume with the run's config")
+        if keeps:
+            instance.load_state_dict(saved)

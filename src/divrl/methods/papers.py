@@ -1,0 +1,39 @@
+"""The papers behind divrl's methods, as TRL's `_paper` dicts (title, arXiv id, BibTeX citation), for the model
+card. Methods name theirs in their `Card`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def paper(kind: str, key: str, title: str, arxiv: str | None = None, **fields: Any) -> dict[str, Any]:
+    """TRL's `_paper` dict (title, arXiv id, BibTeX citation in TRL's layout)."""
+    entries = {"title": f"{{{title}}}", **fields, **({"eprint": f"arXiv:{arxiv}"} if arxiv else {})}
+    body = "".join(f"    {name:<12} = {{{value}}},\n" if name != "year" else f"    {name:<12} = {value},\n"
+                   for name, value in entries.items())
+    return {"title": title, "id": arxiv, "citation": f"@{kind}{{{key},\n{body}}}"}
+
+
+EXECUTION_REWARDS = paper("misc", "anonymous2026avoiding",
+                   "Avoiding Convergence and Diversity Collapse in Reinforcement Learning with Execution Rewards",
+                   author="Anonymous", year=2026)
+IPS = paper("misc", "ipsgrpo", "Expected Return Causes Outcome-Level Mode Collapse in Reinforcement Learning and "
+              "How to Fix It with Inverse Probability Scaling")
+DPH_RL = paper("article", "li2025choice", "The Choice of Divergence: A Neglected Key to Mitigating Diversity "
+                 "Collapse in Reinforcement Learning with Verifiable Reward", "2509.07430",
+                 author=" and ".join(["Long Li", "Jiaran Hao", "Jason Klein Liu", "Zhijian Zhou", "Yanting Miao",
+                                      "Wei Pang", "Xiaoyu Tan", "Wei Chu", "Zhe Wang", "Shirui Pan", "Chao Qu",
+                                      "Yuan Qi", "others"]), year=2025)
+FLOWRL = paper("article", "zhu2025flowrl", "FlowRL: Matching Reward Distributions for LLM Reasoning", "2509.15207",
+                 author="Zhu, Xuekai and others", year=2025)
+OUTCOME_EXPLORATION = paper("article", "song2025outcome", "Outcome-based Exploration for LLM Reasoning",
+                              "2509.06941", author="Song, Yuda and Kempe, Julia and Munos, Remi", year=2025)
+UNLIKELY = paper("article", "he2025rewarding", "Rewarding the Unlikely: Lifting GRPO Beyond Distribution Sharpening",
+                   "2506.02355", author="He, Andre and Fried, Daniel and Welleck, Sean", year=2025)
+PASSK = paper("article", "chen2025passk", "Pass@k Training for Adaptively Balancing Exploration and Exploitation of "
+                "Large Reasoning Models", "2508.10751",
+                author="Chen, Zhipeng and Qin, Xiaobo and Wu, Youbin and Ling, Yue and Ye, Qinghao and Zhao, Wayne Xin "
+                       "and Shi, Guang", year=2025)
+ENTROPY_MECHANISM = paper("article", "cui2025entropy",
+                            "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models",
+                            "2505.22617", author="Cui, Ganqu and others", year=2025)

@@ -1,0 +1,130 @@
+"""The method registry (issue 30): what every method declares, and the README's "Add a method" example: a method
+written outside divrl, in one file, that trains without any change to divrl."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trainer_helpers import PROMPTS, ToyTask, base_settings, lora_config, prompt_dataset
+
+
+def test_every_method_declares_fields_switch_card_and_preset_consistently() -> None:
+    from divrl import DivRLConfig
+    from divrl.methods import REGISTRY, Stage
+    from divrl.trainers._fields import Unset
+
+    config_fields = {f.name: f for f in dataclasses.fields(DivRLConfig)}
+    state_keys = [m.state_key for m in REGISTRY.values() if m.state_key is not None]
+    assert len(state_keys) == len(set(state_keys)), "two methods share a checkpoint key"
+    for name, method in REGISTRY.items():
+        own = {f.name for f in dataclasses.fields(method.Config)}
+        assert own <= set(config_fields), f"{name}: its fields are not all DivRLConfig fields"
+        assert method.switch in own, f"{name}: its switch {method.switch!r} is not one of its own fields"
+        assert set(method.preset) <= own, f"{name}: its preset sets fields of other methods"
+        for key in method.preset:  # a preset may only fill a field the user left unset
+            assert isinstance(config_fields[key].default, Unset), f"{name}: preset field {key} has no Unset default"
+        assert isinstance(method.stage, Stage)
+        assert not method.enabled(DivRLConfig(**base_settings(Path("unused")))), f"{name} is on by default"
+
+
+def test_preset_trainers_switch_on_their_method_and_nothing_else(tmp_path: Path) -> None:
+    from divrl.trainers import presets
+    from divrl.methods import active
+    from trainer_helpers import make_config
+
+    expected = {"IPSGRPOTrainer": {"ips", "outcome_keys"}, "QDGRPOTrainer": {"qd"},
+                "MaxEntGRPOTrainer": {"maxent_entropy", "novelty", "length_bins"},
+                "DivergenceGRPOTrainer": {"divergence"}, "PopulationGRPOTrainer": {"population"},
+                "FlowRLTrainer": {"flowrl"}, "CountBonusGRPOTrainer": {"count_bonus", "outcome_keys"},
+                "UnlikelinessGRPOTrainer": {"unlikeliness"}, "PassAtKGRPOTrainer": {"passk"}}
+    for class_name, names in expected.items():
+        args = make_config(tmp_path, num_generations=8, per_device_train_batch_size=8)  # pass@4 needs G > 4
+        args.apply_preset(getattr(presets, class_name).preset)
+        assert {m.name for m in active(args)} == names, class_name
+
+
+# ------------------------------------------------------------------ README, "Add a method": the worked example
+def short_answer_method():
+    """The README's example, as a user would write it in their own file: a bonus for valid short answers."""
+    from divrl import DivRLConfig
+    from divrl.methods import Card, Method, RewardStep, Stage, register
+    from divrl.methods.papers import paper
+
+    @dataclass
+    class ShortAnswerConfig:
+        short_bonus: float = field(default=0.0, metadata={"help": "Bonus for a valid answer of at most "
+                                                                  "short_max_chars characters. Default 0.0 (off)."})
+        short_max_chars: int = 3
+
+    @register
+    class ShortAnswer(Method):
+        """REWARD: the bonus column gains `short_bonus` for each valid completion of at most short_max_chars."""
+
+        name = "short_answer"
+        switch = "short_bonus"
+        stage = Stage.REWARD
+        order = 60  # after the built-in bonuses
+        Config = ShortAnswerConfig
+        card = Card("Short-answer GRPO", "short-answer-grpo", paper("misc", "short", "Short answers"))
+        bonus = True
+
+        @classmethod
+        def enabled(cls, args: Any) -> bool:
+            return args.short_bonus > 0
+
+        @classmethod
+        def validate(cls, args: Any) -> None:
+            if args.short_max_chars < 1:
+                raise ValueError(f"DivRLConfig.short_max_chars must be >= 1, got {args.short_max_chars}")
+
+        def shape_rewards(self, step: RewardStep) -> None:
+            short = [len(text) <= self.args.short_max_chars for text in step.gather(step.texts)]
+            for row, is_short in enumerate(short):
+                if is_short and step.primary[row] > 0:
+                    step.bonus[row] += self.args.short_bonus
+
+    @dataclass
+    class MyConfig(ShortAnswerConfig, DivRLConfig):
+        """DivRLConfig plus the new method's fields."""
+
+    return ShortAnswer, MyConfig
+
+
+def test_a_method_added_outside_divrl_trains_in_one_file(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from divrl import DivRLTrainer
+    from divrl.methods import REGISTRY
+    from divrl.testing import scripted_generation
+
+    method, config_class = short_answer_method()
+    texts = ["ab", "abcdef", "xyz", "hello"]  # short, long, short, long: every group holds 2 short answers
+    try:
+        with pytest.raises(ValueError, match=r"DivRLConfig\.short_max_chars"):
+            config_class(**base_settings(tmp_path), short_bonus=1.0, short_max_chars=0)
+        args = config_class(**base_settings(tmp_path, max_steps=1), short_bonus=1.0)
+        tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3)
+        trainer = DivRLTrainer(str(tiny_qwen3), args=args, train_dataset=prompt_dataset(PROMPTS),
+                               processing_class=tokenizer, peft_config=lora_config(), task=ToyTask())
+        assert trainer._name == "Short-answer GRPO" and "short-answer-grpo" in trainer._tag_names
+        with scripted_generation(tokenizer, lambda prompt, row: texts[row % len(texts)]):
+            trainer.train()
+        bonus = list(trainer._logs["rewards"]["divrl_bonus"])
+        assert bonus == [1.0, 0.0, 1.0, 0.0] * (len(bonus) // 4)
+    finally:
+        REGISTRY.pop(method.name)
+
+
+def test_a_registered_method_is_off_for_configs_without_its_fields(tmp_path: Path) -> None:
+    from divrl.methods import REGISTRY, active
+    from trainer_helpers import make_config
+
+    method, _ = short_answer_method()
+    try:
+        assert method not in active(make_config(tmp_path))  # a plain DivRLConfig lacks short_bonus: off, no error
+    finally:
+        REGISTRY.pop(method.name)
