@@ -4,8 +4,10 @@ Every arm trains the same model (LoRA r=16 on all linear projections, float32, n
 Boolean CPU recipe's data (HypoSpace Boolean, extended operators, depth 2, 3-shot base prompts, format reward
 0.2), G completions of at most L tokens per step, one optimizer step per generation:
 - `vanilla`: `trl.GRPOTrainer`; completions run to L or EOS (the base model runs on past the answer);
-- `before`: divrl's CPU path as it was before completions stopped at END (`CPUFastLogpsMixin` with the shared-prompt
-  loss forward and the shared prefill switched off, LoRA dropout 0.05 as the CPU recipes had);
+- `before`: divrl's CPU path as it was before completions stopped at END (the CPU kernels of a `DivRLTrainer` without a
+  task, so without stop strings, the shared-prompt loss forward and the shared prefill switched off, LoRA dropout 0.05
+  as the CPU recipes had; until issue 30 this arm was the kernels' mixin on a bare GRPOTrainer, without divrl's
+  per-step metrics);
 - `divrl`: `DivRLTrainer` as the CPU recipe runs it now: stop at the END line, each group's prompt computed once in
   the loss forward and in the prefill (LoRA dropout 0, which that sharing needs to stay exact).
 The arms alternate within each round so they see the same machine load; a step's time is split into generation
@@ -81,7 +83,6 @@ def build_trainer(arm: str, args: argparse.Namespace, task: Any, dataset: Any, o
 
     from divrl import DivRLConfig, DivRLTrainer
     from divrl.models import default_lora_config, load_model_and_tokenizer
-    from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 
     model, tokenizer = load_model_and_tokenizer(args.model, quantize="none", dtype="float32")
     settings = dict(
@@ -104,14 +105,16 @@ def build_trainer(arm: str, args: argparse.Namespace, task: Any, dataset: Any, o
     if arm == "divrl":
         return DivRLTrainer(args=DivRLConfig(**settings), task=task, peft_config=default_lora_config(lora_dropout=0.0),
                             **common)
-    trainer_class = GRPOTrainer if arm == "vanilla" else type("BeforeCPUTrainer", (CPUFastLogpsMixin, GRPOTrainer), {})
-    return trainer_class(args=GRPOConfig(**settings), peft_config=default_lora_config(), **common)
+    if arm == "vanilla":
+        return GRPOTrainer(args=GRPOConfig(**settings), peft_config=default_lora_config(), **common)
+    # before: divrl's CPU kernels without a task (no stop strings), the prompt sharing off (`arm_code`)
+    return DivRLTrainer(args=DivRLConfig(**settings), peft_config=default_lora_config(), **common)
 
 
 @contextlib.contextmanager
 def arm_code(arm: str) -> Iterator[None]:
     """The `before` arm runs divrl's CPU path with the prompt sharing of the loss forward and the prefill off."""
-    from divrl.trainers import cpu_fast
+    from divrl.backends import cpu as cpu_fast
 
     if arm != "before":
         yield

@@ -386,7 +386,7 @@ SIGNALS = {"validity": "divrl/primary_reward", "task reward": "divrl/task_reward
            "entropy": "entropy", "completion length": "completions/mean_length",
            # groups whose (shaped) rewards are all equal, so GRPO's advantages there are zero (DivRLTrainer)
            "groups without signal": "divrl/groups_without_signal",
-           # what the completions would have carried into the loss without the stop at END (divrl.trainers.stopping)
+           # what the completions would have carried into the loss without the stop at END (divrl.backends.stop_strings)
            "length without stop": "divrl/stop/mean_length_unstopped",
            # held-out recovery during training (RecoveryEvalCallback, every eval_steps, from step 0; the CPU
            # recipes' 4 test instances x 8 samples)

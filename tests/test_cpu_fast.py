@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from divrl.trainers import cpu_fast
-from divrl.trainers.cpu_fast import SampledTokenLogProb
+from divrl.backends import cpu as cpu_fast
+from divrl.backends.cpu import SampledTokenLogProb
 
 
 def _naive(hidden, weight, targets, inv_t, softcap):
@@ -76,10 +76,11 @@ def _trainer(model_dir: Path, tmp_path: Path, fast: bool, lora_dropout: float = 
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from divrl import DivRLConfig, DivRLTrainer
     from divrl.models import default_lora_config
 
-    base = (cpu_fast.CPUFastLogpsMixin, GRPOTrainer) if fast else (GRPOTrainer,)
-    trainer_class = type("FastGRPOTrainer" if fast else "PlainGRPOTrainer", base, {})
+    # fast: divrl's trainer with every method off, which runs the CPU kernels; plain: TRL's own
+    trainer_class, config_class = (DivRLTrainer, DivRLConfig) if fast else (GRPOTrainer, GRPOConfig)
     settings: dict = dict(
         per_device_train_batch_size=4,
         num_generations=4,
@@ -90,7 +91,7 @@ def _trainer(model_dir: Path, tmp_path: Path, fast: bool, lora_dropout: float = 
         report_to=[],
         seed=0,
     )
-    args = GRPOConfig(output_dir=str(tmp_path / ("fast" if fast else "plain")), **{**settings, **config})
+    args = config_class(output_dir=str(tmp_path / ("fast" if fast else "plain")), **{**settings, **config})
     torch.manual_seed(0)
     return trainer_class(
         model=str(model_dir),

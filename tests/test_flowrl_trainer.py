@@ -220,7 +220,7 @@ def test_gemma3_lora_steps(checkpointing: bool, tiny_gemma3: Path, tmp_path: Pat
     # the backbone that read log Z's prompt states from that forward once crashed on its split passes, and its
     # fix by a full forward made FlowRL's steps ~5x slower): FlowRL must keep that path.
     from divrl import DivRLTrainer
-    from divrl.trainers import cpu_fast
+    from divrl.backends import cpu as cpu_fast
 
     shared = []
     share = cpu_fast.shared_prompt_hidden_states

@@ -142,7 +142,7 @@ def test_training_generation_projects_one_position_per_row(tiny_gemma3: Path) ->
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from divrl.trainers.cpu_fast import add_decode_lm_head, add_decode_sampler
+    from divrl.backends.cpu import add_decode_lm_head, add_decode_sampler
 
     model = AutoModelForCausalLM.from_pretrained(tiny_gemma3, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(tiny_gemma3)

@@ -32,9 +32,10 @@ def test_every_method_declares_fields_switch_card_and_preset_consistently() -> N
 
 
 def test_preset_trainers_switch_on_their_method_and_nothing_else(tmp_path: Path) -> None:
-    from divrl.trainers import presets
-    from divrl.methods import active
     from trainer_helpers import make_config
+
+    from divrl.methods import active
+    from divrl.trainers import presets
 
     expected = {"IPSGRPOTrainer": {"ips", "outcome_keys"}, "QDGRPOTrainer": {"qd"},
                 "MaxEntGRPOTrainer": {"maxent_entropy", "novelty", "length_bins"},
@@ -120,8 +121,9 @@ def test_a_method_added_outside_divrl_trains_in_one_file(tiny_qwen3: Path, tmp_p
 
 
 def test_a_registered_method_is_off_for_configs_without_its_fields(tmp_path: Path) -> None:
-    from divrl.methods import REGISTRY, active
     from trainer_helpers import make_config
+
+    from divrl.methods import REGISTRY, active
 
     method, _ = short_answer_method()
     try:

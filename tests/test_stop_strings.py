@@ -9,8 +9,8 @@ import pytest
 import torch
 from trainer_helpers import lora_config, make_config, prompt_dataset, randomize_lora
 
-from divrl.trainers import cpu_fast
-from divrl.trainers.stopping import StopStringCriterion, stop_length, vllm_stop_kwargs
+from divrl.backends import cpu as cpu_fast
+from divrl.backends.stop_strings import StopStringCriterion, stop_length, vllm_stop_kwargs
 
 STOP = "\nEND"
 

@@ -86,9 +86,9 @@ class _RecipeTask:
     """The task of a `divrl train` recipe: its training prompts, stop strings and a correctness score."""
 
     def __init__(self, path: str) -> None:
+        from divrl.backends.stop_strings import resolve_stop_strings
         from divrl.task import build_task
         from divrl.train import parse_recipe, task_args_with_overrides
-        from divrl.trainers.stopping import resolve_stop_strings
 
         self.script, self.training, model_args = parse_recipe(["--config", path])
         self.model_name = model_args.model_name_or_path

@@ -190,7 +190,7 @@ class TransformersSampler:
     ) -> None:
 
         if cpu_fast and model.device.type == "cpu":
-            from divrl.trainers.cpu_fast import add_decode_lm_head, add_decode_sampler
+            from divrl.backends.cpu import add_decode_lm_head, add_decode_sampler
 
             causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
             add_decode_lm_head(causal_lm)
@@ -233,7 +233,7 @@ class TransformersSampler:
         if config.stop:
             from transformers import StoppingCriteriaList
 
-            from divrl.trainers.stopping import StopStringCriterion
+            from divrl.backends.stop_strings import StopStringCriterion
         groups = _generation_groups(len(prompts), 1 if greedy else n, config.batch_size)
         for indices, count in tqdm(groups, desc="sampling", disable=not config.progress, leave=False):
             batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt")

@@ -37,6 +37,8 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import use_adapter
 
+from divrl.backends.cpu import CPUKernels, Undo, unwrapped_causal_lm
+from divrl.backends.stop_strings import StopStrings, log_stop_metrics, resolve_stop_strings, vllm_stop_kwargs
 from divrl.core import (
     distinct_outcomes,
     flat_groups,
@@ -68,13 +70,11 @@ from divrl.trainers.checkpoint import (
 )
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.console_log import use_compact_console
-from divrl.trainers.cpu_fast import CPUFastLogpsMixin
 from divrl.trainers.flowrl import LOG_Z_FILE, FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.model_card import model_card_identity
 from divrl.trainers.population import POPULATION_STATE_FILE, PopulationMixin
 from divrl.trainers.rehearsal import pad_prompt_completion
-from divrl.trainers.stopping import StopStringsMixin, resolve_stop_strings, vllm_stop_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class DiversityState:
         load_method_states(self.methods, shared=False, state=state)
 
 
-class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsMixin, GRPOTrainer):
+class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
     """GRPOTrainer with the diversity methods enabled in its `DivRLConfig` (any subset, composable).
 
     Arguments are GRPOTrainer's, plus `task`: an object following `divrl.task.Task` whose hooks
@@ -128,6 +128,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
     # Read by TRL hooks that tests and subclasses call on objects `__init__` did not build (object.__new__, a Mock
     # with spec): outside `_compute_loss` no loss forward is being captured.
     _capturing_loss_forward: bool = False
+    stop_strings: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -153,7 +154,11 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             args.generation_kwargs = vllm_stop_kwargs(args.generation_kwargs, self.stop_strings)
         # One object per trainer for the methods every policy shares (built before the model: a bad path fails fast)
         self.shared_methods: dict[str, Method] = {m.name: m(args, self.hooks) for m in active(args) if m.shared}
+        self._model_patches: list[Undo] = []  # what divrl installed into the model, undone when `train` returns
         super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
+        self.cpu_kernels = CPUKernels(self.accelerator, args, self.temperature, self._keeps_sampled_logps())
+        self.stop_backend = StopStrings(self.stop_strings, self._tokenizer, args.use_vllm)
+        self._patch_model()
         if args.console_log == "compact":
             use_compact_console(self)
 
@@ -259,6 +264,41 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             disable_dropout_in_model(reference)
         return self.accelerator.prepare_model(reference, evaluation_mode=True)
 
+    # ------------------------------------------------------------------------- model patches, generation
+    def _causal_lm(self, model: Any) -> Any:
+        """The transformers causal LM inside the accelerate and PEFT wrappers of `model`."""
+        return unwrapped_causal_lm(self.accelerator, model)
+
+    def _patch_model(self) -> None:
+        """Install divrl's patches of the causal LM (once; `train` undoes them when it returns): the CPU kernels
+        and the stop criterion."""
+        if not self._model_patches:
+            causal_lm = self._causal_lm(self.model)
+            self._model_patches = [*self.cpu_kernels.patches(causal_lm), *self.stop_backend.patches(causal_lm)]
+
+    def _unpatch_model(self) -> None:
+        """Give the user's model back as it was: every patch undone, the loss-forward head included."""
+        while self._model_patches:
+            self._model_patches.pop()()
+
+    def _fast_logps_model(self, model: Any) -> Any | None:
+        """The causal LM whose CPU log-prob kernel serves `model`'s loss forward, or None where TRL's path runs."""
+        return self.cpu_kernels.fast_logps_model(model, self._model_patches)
+
+    def _entropy_needs_grad(self) -> bool:
+        """Whether the loss backpropagates through the entropies (TRL: only with its entropy bonus)."""
+        return bool(getattr(self, "_entropy_bonus_enabled", False))
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):  # noqa: D102 (TRL hook)
+        completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
+                                                                 num_generations, has_tool_images)
+        if not self.stop_strings:
+            return completion_ids, logprobs
+        cut_ids, logprobs, lengths = self.stop_backend.cut(completion_ids, logprobs)
+        log_stop_metrics(self.accelerator, self._metrics["train" if self.model.training else "eval"], completion_ids,
+                         lengths)
+        return cut_ids, logprobs
+
     # ---------------------------------------------------------------------------------- rewards
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: D102 (TRL hook)
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -349,11 +389,13 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
             rewards_per_func[:, -1] = step.bonus.to(rewards_per_func.device, rewards_per_func.dtype)
         return rewards_per_func
 
-    def _keeps_sampled_logps(self) -> bool:  # noqa: D102 (CPUFastLogpsMixin hook)
+    def _keeps_sampled_logps(self) -> bool:
+        """Whether generation keeps the sampled tokens' log-probs (`CPUKernels.sampled_logps`) for a method."""
         return any(m.needs_sampled_logps(self.args) for m in active(self.args))
 
     def _generate(self, prompts: list):  # noqa: D102 (TRL hook)
-        sampled_logps = self.__dict__.get("_sampled_logps")  # absent on an object __init__ did not build
+        kernels = self.__dict__.get("cpu_kernels")  # absent on an object __init__ did not build
+        sampled_logps = None if kernels is None else kernels.sampled_logps
         if sampled_logps is not None:
             sampled_logps.clear()
         result = super()._generate(prompts)
@@ -490,8 +532,17 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
                 )[0]
 
     # ------------------------------------------------------------------------------------- loss
-    def _get_per_token_logps_and_entropies(self, model, *args, **kwargs):  # noqa: D102 (TRL hook)
-        result = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **multimodal_inputs):  # noqa: D102 (TRL hook)
+        result = None
+        kernels = self.__dict__.get("cpu_kernels")  # on the CPU: divrl's kernel, same outputs
+        if kernels is not None and not compute_aux_loss and all(v is None for v in multimodal_inputs.values()):
+            result = kernels.per_token_logps(model, input_ids, attention_mask, logits_to_keep, batch_size,
+                                             compute_entropy, self._entropy_needs_grad(), self._model_patches)
+        if result is None:
+            result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                                batch_size, compute_entropy, compute_aux_loss,
+                                                                **multimodal_inputs)
         if self._capturing_loss_forward:
             if self.model.training:
                 for method in self.diversity_state.stage(Stage.LOSS):
@@ -580,7 +631,11 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, StopStringsMixin, CPUFastLogpsM
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):  # noqa: D102
         resume_from_checkpoint = self.resume_target(resume_from_checkpoint)
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+        self._patch_model()
+        try:
+            return super().train(resume_from_checkpoint, *args, **kwargs)
+        finally:
+            self._unpatch_model()
 
     def resume_target(self, resume_from_checkpoint: str | bool | None) -> str | None:
         """The checkpoint `train` resumes from. True: the newest complete one, skipping (with a one-line warning)

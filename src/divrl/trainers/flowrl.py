@@ -87,7 +87,7 @@ class FlowRLMixin:
 
     Host contract (DivRLTrainer provides it): `ref_per_token_logps` is in the inputs whenever `args.flowrl`, and
     the host's `_get_per_token_logps_and_entropies` leaves the loss forward's outputs in `self._loss_forward`,
-    and `_causal_lm(model)` unwraps the causal LM (`CPUFastLogpsMixin`).
+    and `_causal_lm(model)` unwraps the causal LM.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -113,7 +113,7 @@ def sample_reference(
     """
     from datasets import Dataset
 
-    from divrl.trainers.stopping import stop_length
+    from divrl.backends.stop_strings import stop_length
 
     if (correct_only or split) and score is None:
         raise ValueError("keeping only correct samples or splitting the prompts needs a score function (a task)")

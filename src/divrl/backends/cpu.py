@@ -5,7 +5,7 @@ projects every position of every sequence, prompt included (about 4x the complet
 prompt), allocates several logits-sized temporaries per tile, and its backward recomputes the whole
 `hidden @ W.T` projection. With Gemma 3's 262k-token vocabulary that projection dominates a CPU step.
 
-`CPUFastLogpsMixin` replaces that path on the CPU by `SampledTokenLogProb`: only completion positions are
+`CPUKernels` replaces that path on the CPU by `SampledTokenLogProb`: only completion positions are
 projected, in row tiles (reused buffers) with an exact log-sum-exp, and the gradient with respect to the
 hidden states is prepared during the forward pass in closed form,
 
@@ -458,7 +458,7 @@ def _plain_sampling(causal_lm: Any, kwargs: dict[str, Any]) -> bool:
     config = copy.deepcopy(kwargs.get("generation_config") or causal_lm.generation_config)
     config.update(**{key: value for key, value in kwargs.items() if hasattr(config, key)})
     # transformers drops `tokenizer` for a `custom_generate` callable and would then refuse `stop_strings`
-    # (divrl passes stops as a stopping criterion instead: divrl.trainers.stopping.StopStringCriterion)
+    # (divrl passes stops as a stopping criterion instead: divrl.backends.stop_strings.StopStringCriterion)
     mode = config.get_generation_mode(kwargs.get("assistant_model"))
     return mode == GenerationMode.SAMPLE and not config.stop_strings
 
@@ -504,102 +504,58 @@ def supports_sampled_token_head(causal_lm: Any) -> bool:
     )
 
 
-class CPUFastLogpsMixin:
-    """Mixin for `trl.GRPOTrainer` subclasses (list it before GRPOTrainer): per-token log-probs through
-    `SampledTokenLogProb` when the inputs are on the CPU, in float32 without mixed precision, and generation with
-    `add_decode_lm_head` and `cpu_sample` on the CPU. Elsewhere TRL's fused head runs unchanged. Subclasses whose
-    loss differentiates the entropy in other ways than TRL's entropy bonus override `_entropy_needs_grad`
-    (a wrong answer costs speed, never correctness)."""
+def unwrapped_causal_lm(accelerator: Any, model: Any) -> Any:
+    """The transformers causal LM inside the accelerate and PEFT wrappers of `model`."""
+    from accelerate.utils import is_peft_model
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._model_patches: list[Undo] = []
-        # sampled-token log-probs of each `cpu_sample` call since the subclass last cleared it (see
-        # `_keeps_sampled_logps`)
-        self._sampled_logps: list[torch.Tensor] = []
-        super().__init__(*args, **kwargs)
-        self._patch_model()
+    unwrapped = accelerator.unwrap_model(model)
+    return unwrapped.get_base_model() if is_peft_model(unwrapped) else unwrapped
 
-    def _patch_model(self) -> None:
-        """Install this trainer's patches of the causal LM (once; `train` removes them when it returns)."""
-        if not self._model_patches:
-            self._model_patches = self._install_model_patches(self._causal_lm(self.model))
 
-    def _install_model_patches(self, causal_lm: Any) -> list[Undo]:
-        """Patch `causal_lm` for training and return how to undo each patch: on the CPU, `add_decode_lm_head` and
-        `add_decode_sampler` (the loss-forward head is added on first use). Subclasses add theirs."""
+class CPUKernels:
+    """divrl's CPU path for one trainer: per-token log-probs through `SampledTokenLogProb` when the inputs are on
+    the CPU, in float32 without mixed precision, and generation through `add_decode_lm_head` and `cpu_sample` on
+    the CPU. Elsewhere TRL's fused head runs unchanged. The trainer installs `patches` into its list of undo
+    callables and undoes them when `train` returns, so the user's model is given back as it was."""
+
+    def __init__(self, accelerator: Any, args: Any, temperature: float, keep_sampled_logps: bool) -> None:
+        self.accelerator = accelerator
+        self.args = args
+        self.temperature = temperature
+        # sampled-token log-probs of each `cpu_sample` call since the trainer last cleared it (keep_sampled_logps)
+        self.sampled_logps: list[torch.Tensor] = []
+        self.keep_sampled_logps = keep_sampled_logps
+
+    def patches(self, causal_lm: Any) -> list[Undo]:
+        """Patch `causal_lm`'s generation for the CPU and return how to undo each patch (`add_decode_lm_head`,
+        `add_decode_sampler`); nothing on other devices. The loss-forward head is added on first use."""
         if self.accelerator.device.type != "cpu":
             return []
-        sink = self._sampled_logps.append if self._keeps_sampled_logps() else None
+        sink = self.sampled_logps.append if self.keep_sampled_logps else None
         return [add_decode_lm_head(causal_lm), add_decode_sampler(causal_lm, sink)]
 
-    def _keeps_sampled_logps(self) -> bool:
-        """Whether generation appends its sampled tokens' log-probs to `self._sampled_logps` (a subclass that
-        reads them says so, and clears the list)."""
-        return False
-
-    def _unpatch_model(self) -> None:
-        """Give the user's model back as it was: every patch undone, the loss-forward head included."""
-        while self._model_patches:
-            self._model_patches.pop()()
-
-    def train(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 (Trainer API)
-        self._patch_model()
-        try:
-            return super().train(*args, **kwargs)  # type: ignore[misc]
-        finally:
-            self._unpatch_model()
-
-    def _entropy_needs_grad(self) -> bool:
-        """Whether the loss backpropagates through the entropies (TRL: only with its entropy bonus)."""
-        return bool(getattr(self, "_entropy_bonus_enabled", False))
-
-    def _causal_lm(self, model: Any) -> Any:
-        """The transformers causal LM inside the accelerate and PEFT wrappers of `model`."""
-        from accelerate.utils import is_peft_model
-
-        unwrapped = self.accelerator.unwrap_model(model)
-        return unwrapped.get_base_model() if is_peft_model(unwrapped) else unwrapped
-
-    def _fast_logps_model(self, model: Any) -> Any | None:
-        """The causal LM behind `model` (patched on first use), or None where TRL's path must run."""
+    def fast_logps_model(self, model: Any, patches: list[Undo]) -> Any | None:
+        """The causal LM behind `model` (its loss-forward head patched on first use, the undo appended to
+        `patches`), or None where TRL's path must run."""
         if self.args.bf16 or self.args.fp16:
             return None
-        causal_lm = self._causal_lm(model)
+        causal_lm = unwrapped_causal_lm(self.accelerator, model)
         if getattr(causal_lm, _PATCHED_MARKER, None) != self.temperature:
             if not supports_sampled_token_head(causal_lm):
                 return None
-            self._model_patches.append(add_sampled_token_head(causal_lm, self.temperature))
+            patches.append(add_sampled_token_head(causal_lm, self.temperature))
         return causal_lm
 
-    def _get_per_token_logps_and_entropies(
-        self,
-        model: Any,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        logits_to_keep: int,
-        batch_size: int | None = None,
-        compute_entropy: bool = False,
-        compute_aux_loss: bool = False,
-        **multimodal_inputs: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """TRL's hook: the same outputs, computed by `SampledTokenLogProb` where supported."""
-        if (
-            input_ids.device.type != "cpu"
-            or compute_aux_loss
-            or any(value is not None for value in multimodal_inputs.values())
-            or self._fast_logps_model(model) is None
-        ):
-            return super()._get_per_token_logps_and_entropies(  # type: ignore[misc]
-                model,
-                input_ids,
-                attention_mask,
-                logits_to_keep,
-                batch_size,
-                compute_entropy,
-                compute_aux_loss,
-                **multimodal_inputs,
-            )
-        request = (logits_to_keep, compute_entropy, compute_entropy and self._entropy_needs_grad())
+    def per_token_logps(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
+                        batch_size: int | None, compute_entropy: bool, entropy_needs_grad: bool,
+                        patches: list[Undo]) -> tuple[torch.Tensor, torch.Tensor | None, None] | None:
+        """TRL's `_get_per_token_logps_and_entropies` outputs computed by `SampledTokenLogProb`, or None where TRL's
+        path must run (the caller checks devices, auxiliary losses and multimodal inputs first).
+        `entropy_needs_grad`: the loss backpropagates through the entropies (TRL: only with its entropy bonus; a
+        wrong answer costs speed, never correctness)."""
+        if input_ids.device.type != "cpu" or self.fast_logps_model(model, patches) is None:
+            return None
+        request = (logits_to_keep, compute_entropy, compute_entropy and entropy_needs_grad)
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):

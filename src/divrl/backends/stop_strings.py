@@ -1,8 +1,8 @@
 """Completions that end at a stop string, on every generation backend, with nothing after it in the loss.
 
 A base-model prompt ends each worked example with a marker (HypoSpace: an `END` line); the model goes on past
-it into invented examples that the task never reads. `StopStringsMixin` makes a completion end at the first
-stop string, the way TRL ends one at EOS:
+it into invented examples that the task never reads. `StopStrings` makes a completion end at the first
+stop string, the way TRL ends one at EOS (`StopStrings`, which `DivRLTrainer` installs):
 
 - generation stops there: transformers' `generate` gets a `StopStringCriterion` (`add_stop_criterion`), vLLM gets
   `stop` in its `SamplingParams` (`generation_kwargs`, colocate and server mode); the rows of a batch stop one
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from divrl.trainers.cpu_fast import patch_attribute
+from divrl.backends.cpu import patch_attribute
 
 _STOP_MARKER = "_divrl_stop_criterion"
 
@@ -105,42 +105,40 @@ def vllm_stop_kwargs(generation_kwargs: dict[str, Any] | None, stops: Sequence[s
     return kwargs
 
 
-class StopStringsMixin:
-    """Mixin for `trl.GRPOTrainer` subclasses, listed before `CPUFastLogpsMixin`: completions end at the first of
-    `self.stop_strings` (see the module docstring). The subclass sets `self.stop_strings` (empty: off) and, for
-    vLLM, puts them into `args.generation_kwargs` (`vllm_stop_kwargs`) before GRPOTrainer's constructor runs."""
+class StopStrings:
+    """Completions that end at the first of `stops` (see the module docstring): `patches` adds the stop criterion
+    to transformers' `generate` (vLLM gets `stop` through `generation_kwargs`: `vllm_stop_kwargs`), `cut` ends each
+    completion returned by any backend after its first stop string."""
 
-    stop_strings: tuple[str, ...] = ()
+    def __init__(self, stops: tuple[str, ...], tokenizer: Any, use_vllm: bool) -> None:
+        self.stops = stops
+        self.tokenizer = tokenizer
+        self.use_vllm = use_vllm
 
-    def _install_model_patches(self, causal_lm: Any) -> list[Callable[[], None]]:
-        """The parent's patches, plus the stop criterion for transformers' `generate` (vLLM takes `stop` itself)."""
-        patches = super()._install_model_patches(causal_lm)  # type: ignore[misc]
-        if self.stop_strings and not self.args.use_vllm:  # type: ignore[attr-defined]
-            patches.append(add_stop_criterion(causal_lm, self._tokenizer, self.stop_strings))  # type: ignore[attr-defined]
-        return patches
+    def patches(self, causal_lm: Any) -> list[Callable[[], None]]:
+        """The stop criterion for transformers' `generate` and how to undo it (none for vLLM, or without stops)."""
+        if not self.stops or self.use_vllm:
+            return []
+        return [add_stop_criterion(causal_lm, self.tokenizer, self.stops)]
 
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):  # noqa: D102 (TRL hook)
-        completion_ids, logprobs = super()._generate_single_turn(  # type: ignore[misc]
-            prompt_ids, images, multimodal_fields, num_generations, has_tool_images
-        )
-        if not self.stop_strings:
-            return completion_ids, logprobs
-        decode = functools.partial(self._tokenizer.decode, skip_special_tokens=True)  # type: ignore[attr-defined]
-        lengths = [stop_length(ids, decode, self.stop_strings) for ids in completion_ids]
-        self._record_stop_metrics(completion_ids, lengths)
+    def cut(self, completion_ids: list[list[int]], logprobs: list | None
+            ) -> tuple[list[list[int]], list | None, list[int | None]]:
+        """Each completion (and its sampler log-probs) cut after its first stop string, and the cut lengths (None:
+        no stop string in it)."""
+        decode = functools.partial(self.tokenizer.decode, skip_special_tokens=True)
+        lengths = [stop_length(ids, decode, self.stops) for ids in completion_ids]
         completion_ids = [ids if k is None else ids[:k] for ids, k in zip(completion_ids, lengths, strict=True)]
         if logprobs is not None:
             logprobs = [lp if k is None else lp[:k] for lp, k in zip(logprobs, lengths, strict=True)]
-        return completion_ids, logprobs
+        return completion_ids, logprobs, lengths
 
-    def _record_stop_metrics(self, completion_ids: list[list[int]], lengths: list[int | None]) -> None:
-        """Log `divrl/stop/ratio` (completions ended by a stop string) and `divrl/stop/mean_length_unstopped`
-        (their mean token count as returned by the backend, before the cut: what would enter the loss without
-        it), global over processes; TRL's `completions/mean_length` is the length after the cut."""
-        accelerator = self.accelerator  # type: ignore[attr-defined]
-        stopped = torch.tensor([k is not None for k in lengths], dtype=torch.float32, device=accelerator.device)
-        unstopped = torch.tensor([len(ids) for ids in completion_ids], dtype=torch.float32, device=accelerator.device)
-        mode = "train" if self.model.training else "eval"  # type: ignore[attr-defined]
-        metrics = self._metrics[mode]  # type: ignore[attr-defined]
-        metrics["divrl/stop/ratio"].append(accelerator.gather(stopped).mean().item())
-        metrics["divrl/stop/mean_length_unstopped"].append(accelerator.gather(unstopped).mean().item())
+
+def log_stop_metrics(accelerator: Any, metrics: dict[str, list[float]], completion_ids: list[list[int]],
+                     lengths: list[int | None]) -> None:
+    """Log `divrl/stop/ratio` (completions ended by a stop string) and `divrl/stop/mean_length_unstopped` (their
+    mean token count as returned by the backend, before the cut: what would enter the loss without it), global
+    over processes; TRL's `completions/mean_length` is the length after the cut."""
+    stopped = torch.tensor([k is not None for k in lengths], dtype=torch.float32, device=accelerator.device)
+    unstopped = torch.tensor([len(ids) for ids in completion_ids], dtype=torch.float32, device=accelerator.device)
+    metrics["divrl/stop/ratio"].append(accelerator.gather(stopped).mean().item())
+    metrics["divrl/stop/mean_length_unstopped"].append(accelerator.gather(unstopped).mean().item())
