@@ -189,11 +189,11 @@ def test_lora_training_changes_adapter_and_log_z_head(full_run) -> None:
 
 @pytest.mark.slow
 def test_resume_restores_log_z_head(full_run, tiny_qwen3: Path, tmp_path: Path) -> None:
-    from divrl.trainers.flowrl import LOG_Z_FILE
+    from divrl.trainers.checkpoint import STATE_FILE, atomic_save
 
     full, initial, out = full_run
     checkpoint = out / "checkpoint-1"
-    saved = torch.load(checkpoint / LOG_Z_FILE, weights_only=True)
+    saved = torch.load(checkpoint / STATE_FILE, weights_only=True)["log_z"]
     assert any(not initial["head"][n].equal(saved[n]) for n in saved), "the head had trained by the checkpoint"
 
     resumed = _train_scripted(_checkpointed_trainer(tiny_qwen3, tmp_path / "resumed"), resume=str(checkpoint))
@@ -207,9 +207,10 @@ def test_resume_restores_log_z_head(full_run, tiny_qwen3: Path, tmp_path: Path) 
 
     foreign = tmp_path / "foreign"
     shutil.copytree(checkpoint, foreign)
-    (foreign / LOG_Z_FILE).unlink()
-    (foreign / "divrl_manifest.json").unlink()  # written by divrl trainers only
-    with pytest.raises(ValueError, match=f"has no {LOG_Z_FILE}"):
+    state = torch.load(foreign / STATE_FILE, weights_only=True)
+    atomic_save({**state, "log_z": None}, str(foreign / STATE_FILE))  # as a run without FlowRL writes it
+    (foreign / "divrl_manifest.json").unlink()  # its sizes no longer match
+    with pytest.raises(ValueError, match="has no log_z state; it was not written by a FlowRL run"):
         _train_scripted(_checkpointed_trainer(tiny_qwen3, tmp_path / "again"), resume=str(foreign))
 
 

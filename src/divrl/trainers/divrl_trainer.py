@@ -61,6 +61,8 @@ from divrl.methods import (
 from divrl.methods.qd import GLOBAL_ARCHIVE  # noqa: F401 (re-exported: the key of the one global archive)
 from divrl.task import completion_text
 from divrl.trainers.checkpoint import (
+    LEGACY_STATE_FILES,
+    STATE_FILE,
     TRAINER_STATE_FILE,
     atomic_save,
     checkpoint_dir,
@@ -70,16 +72,15 @@ from divrl.trainers.checkpoint import (
 )
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.console_log import use_compact_console
-from divrl.trainers.flowrl import LOG_Z_FILE, FlowRLMixin
+from divrl.trainers.flowrl import FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.model_card import model_card_identity
-from divrl.trainers.population import POPULATION_STATE_FILE, PopulationMixin
+from divrl.trainers.population import PopulationMixin
 from divrl.trainers.rehearsal import pad_prompt_completion
 
 logger = logging.getLogger(__name__)
 
 BONUS_REWARD_NAME = "divrl_bonus"
-STATE_FILE = "divrl_state.pt"
 # Keys of TRL's generation output that `_get_per_token_logps_and_entropies` takes (multimodal inputs).
 _FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
                  "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
@@ -603,13 +604,21 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
 
         return gather_object([self.task.state_dict()])
 
+    def checkpoint_state(self, task_states: list[dict[str, Any]] | None) -> dict[str, Any]:
+        """Everything divrl adds to a checkpoint, its one file `divrl_state.pt`: the methods' state
+        (`method_state_dict`), the population's (bookkeeping and each member's method state), FlowRL's log Z head
+        and every process's task state; None for what this run does not have."""
+        return {**self.method_state_dict(),
+                "population": None if self.population is None else self.population_state_dict(),
+                "log_z": None if self.log_z_head is None else self.log_z_head.state_dict(),
+                "task": task_states}
+
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
-        # Method state goes in BEFORE transformers writes trainer_state.json and rotates older checkpoints away, so a
-        # kill inside the save never leaves the newest checkpoint without it (see divrl.trainers.checkpoint).
+        # divrl's state goes in BEFORE transformers writes trainer_state.json and rotates older checkpoints away, so
+        # a kill inside the save never leaves the newest checkpoint without it (see divrl.trainers.checkpoint).
         task_states = self._task_states()  # a collective: every process takes part
         if self.args.should_save:
-            atomic_save({**self.method_state_dict(), "task": task_states},
-                        os.path.join(checkpoint_dir(self, trial), STATE_FILE))
+            atomic_save(self.checkpoint_state(task_states), os.path.join(checkpoint_dir(self, trial), STATE_FILE))
         super()._save_checkpoint(model, trial)
         self.accelerator.wait_for_everyone()  # every rank's files (its RNG state) are written before they are listed
         if self.args.should_save:  # last: a checkpoint whose files later differ from it is not resumed from
@@ -624,10 +633,14 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
         return (any(method.has_state() for method in methods)
                 or (self.task is not None and hasattr(self.task, "load_state_dict")))
 
+    def needs_state_file(self) -> bool:
+        """Whether a checkpoint of this run must hold `divrl_state.pt` to be resumed from: method or task state
+        (`keeps_method_state`), a population or FlowRL's log Z head."""
+        return self.keeps_method_state() or self.population is not None or self.log_z_head is not None
+
     def method_state_files(self) -> list[str]:
-        """The method state files a checkpoint of this run must hold to be resumed from."""
-        return ([STATE_FILE] if self.keeps_method_state() else []) + ([LOG_Z_FILE] if self.args.flowrl else []) + (
-            [POPULATION_STATE_FILE] if self.args.population else [])
+        """The divrl files a checkpoint of this run must hold to be resumed from."""
+        return [STATE_FILE] if self.needs_state_file() else []
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):  # noqa: D102
         resume_from_checkpoint = self.resume_target(resume_from_checkpoint)
@@ -675,7 +688,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
         if checkpoint is None:
             return
         path = os.path.join(checkpoint, STATE_FILE)
-        if not os.path.exists(path) and not self.keeps_method_state():
+        if not os.path.exists(path) and not self.needs_state_file():
             logger.warning("resume_from_checkpoint: %s has no %s (a GRPOTrainer checkpoint?); the enabled methods "
                            "keep no state, so training resumes from its model, optimizer and trainer state",
                            checkpoint, STATE_FILE)
@@ -684,11 +697,32 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
             raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {STATE_FILE}; it was not written by a "
                              "divrl trainer, so the method state (archive, novelty memory, ...) cannot be restored")
         state = torch.load(path, weights_only=True)
+        population = self._saved_part(state, "population", checkpoint, "the members' state")
+        if population is not None:  # first: it swaps in the active member's method state
+            self.load_population_state_dict(population)
+        log_z = self._saved_part(state, "log_z", checkpoint, "FlowRL's learned log Z head")
+        if log_z is not None:
+            self.log_z_head.load_state_dict({k: v.to(self.accelerator.device) for k, v in log_z.items()})
         try:
             self.load_method_state_dict(state)
         except ValueError as error:
             raise ValueError(f"resume_from_checkpoint: {path}: {error}") from None
         self._load_task_state(state.get("task"), checkpoint)
+
+    def _saved_part(self, state: dict[str, Any], part: str, checkpoint: str, what: str) -> Any:
+        """The checkpoint's `part` ('population' or 'log_z') when this run has one, else None; read from its own
+        file in a checkpoint written before they shared `divrl_state.pt`. Raises a ValueError when it is missing."""
+        if (self.population if part == "population" else self.log_z_head) is None:
+            return None
+        saved = state.get(part)
+        if part not in state:  # the three-file layout
+            legacy = os.path.join(checkpoint, LEGACY_STATE_FILES[part])
+            saved = torch.load(legacy, weights_only=True) if os.path.exists(legacy) else None
+        if saved is None:
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {part} state; it was not written by a "
+                             f"{'population' if part == 'population' else 'FlowRL'} run, so {what} cannot be "
+                             "restored")
+        return saved
 
     def _load_task_state(self, task_states: list[dict[str, Any]] | None, checkpoint: str) -> None:
         """Give each process back its own task state; refuse a checkpoint from another process count or task."""

@@ -25,13 +25,12 @@ Where each piece comes from (trl 1.16): only log Z needs a forward of its own, o
 The head stays outside the model, so a saved policy is a plain model or adapter: its parameters are extra groups
 of the Trainer's optimizer (same LR schedule, Adam state in optimizer.pt), its gradients are averaged across
 processes and clipped to `max_grad_norm` (on their own) before every optimizer step, and its weights are saved
-in every checkpoint as `flowrl_log_z.pt` and restored by `resume_from_checkpoint`. A population shares one head:
+in every checkpoint's `divrl_state.pt` and restored by `resume_from_checkpoint`. A population shares one head:
 the target log Z(x) depends on the reference and the reward only, not on the member.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -41,8 +40,6 @@ from divrl.core.flowrl import TrajectoryBalanceTerms, trajectory_balance_terms
 from divrl.core.masked import masked_mean
 from divrl.methods.flowrl import FLOWRL_LOG_Z_DROPOUT, FLOWRL_LOG_Z_LAYERS, FlowRLConfig  # noqa: F401 (re-exported)
 from divrl.trainers.metrics import log_global_means
-
-LOG_Z_FILE = "flowrl_log_z.pt"
 
 
 class LogZHead(torch.nn.Module):
@@ -200,20 +197,3 @@ class FlowRLMixin:
             "flowrl/importance_weight": (terms.weight * valid).sum(), "flowrl/loss": per_sequence.sum()}, valid.sum())
 
     # ----------------------------------------------------------------------------- checkpoints
-    def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
-        # Before transformers' save, which rotates older checkpoints away last (see divrl.trainers.checkpoint).
-        if self.log_z_head is not None and self.args.should_save:
-            from divrl.trainers.checkpoint import atomic_save, checkpoint_dir
-
-            atomic_save(self.log_z_head.state_dict(), os.path.join(checkpoint_dir(self, trial), LOG_Z_FILE))
-        super()._save_checkpoint(model, trial)
-
-    def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
-        super()._load_optimizer_and_scheduler(checkpoint)
-        if self.log_z_head is None or checkpoint is None:
-            return
-        path = os.path.join(checkpoint, LOG_Z_FILE)
-        if not os.path.exists(path):
-            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {LOG_Z_FILE}; it was not written by a "
-                             "FlowRL run, so the learned log Z head cannot be restored")
-        self.log_z_head.load_state_dict(torch.load(path, map_location=self.accelerator.device, weights_only=True))

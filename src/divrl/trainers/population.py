@@ -43,7 +43,6 @@ import contextlib
 import copy
 import logging
 import math
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -65,7 +64,6 @@ from divrl.task import completion_text
 
 logger = logging.getLogger(__name__)
 
-POPULATION_STATE_FILE = "population_state.pt"
 FIRST_MEMBER = "default"  # PEFT's adapter name: member 0 is saved at the top level of a checkpoint
 MEMBER_PREFIX = "member_"
 
@@ -485,21 +483,3 @@ class PopulationMixin:
                                                  strict=True):
                 member_state.load_state_dict(saved_state)
         self._activate_member(saved.active)
-
-    def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
-        # Before transformers' save, which rotates older checkpoints away last (see divrl.trainers.checkpoint).
-        if self.population is not None and self.args.should_save:
-            from divrl.trainers.checkpoint import atomic_save, checkpoint_dir
-
-            atomic_save(self.population_state_dict(), os.path.join(checkpoint_dir(self, trial), POPULATION_STATE_FILE))
-        super()._save_checkpoint(model, trial)
-
-    def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
-        super()._load_optimizer_and_scheduler(checkpoint)
-        if self.population is None or checkpoint is None:
-            return
-        path = os.path.join(checkpoint, POPULATION_STATE_FILE)
-        if not os.path.exists(path):
-            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {POPULATION_STATE_FILE}; it was not "
-                             "written by a population run, so the members' state cannot be restored")
-        self.load_population_state_dict(torch.load(path, weights_only=True))
