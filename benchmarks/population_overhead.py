@@ -108,7 +108,7 @@ def memory_probe(kind: str, model_dir: Path, args: argparse.Namespace) -> dict[s
                           for t in s.values() if torch.is_tensor(t))
         param_bytes = sum(p.numel() * p.element_size() for p in trainer.model.parameters())
         if kind == "population":
-            trainer.run_selection()
+            trainer.population.run_selection()
     peak = torch.cuda.max_memory_allocated() if cuda else (_rss_kib("VmHWM") - before) * 1024
     return {"peak_bytes": peak, "param_bytes": param_bytes, "optimizer_state_bytes": state_bytes,
             "measure": "peak allocated CUDA memory" if cuda else "peak RSS growth"}
@@ -165,11 +165,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         # The median step of each visit: robust to load spikes on a shared machine.
         times = interleaved_rounds(trainers, timers, args.rounds, statistics.median, after_visit=record_lengths)
 
-        population = trainers["population"]
+        population = trainers["population"].population
         switches = []
         for index in range(50):
             start = time.process_time()
-            population._activate_member(index % args.population_size)
+            population.activate_member(index % args.population_size)
             switches.append(time.process_time() - start)
         scoring, soup, errors = [], [], []
         for _ in range(args.selections):
@@ -179,7 +179,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             population.restart_from_soup(diversity, max_reward)
             scoring.append(middle - start)
             soup.append(time.perf_counter() - middle)
-            errors.append(population.population.soup_error)
+            errors.append(population.state.soup_error)
         memory = {kind: run_probe(kind, model_dir, args) for kind in ("single", "population")}
 
     step_time = {}

@@ -52,7 +52,7 @@ def final_state(trainer: Any) -> dict[str, Any]:
     """Everything the run learned: method state, population, log Z head, every member's LoRA weights."""
     return {
         "method": trainer.method_state_dict(),
-        "population": trainer.population_state_dict(),
+        "population": trainer.population.state_dict(),
         "log_z": {k: v.detach().clone() for k, v in trainer.log_z_head.state_dict().items()},
         "lora": {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_" in n},
         "step": trainer.state.global_step,

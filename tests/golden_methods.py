@@ -97,7 +97,7 @@ def run_case(model: Path, settings: dict[str, Any]) -> dict[str, Any]:
     history = [entry for entry in trainer.state.log_history if "loss" in entry]
     state = {"method": trainer.method_state_dict(),
              # the members' weights and optimizer states, and FlowRL's head: by digest (exact, and short)
-             "population": _digest(trainer.population_state_dict()) if settings.get("population") else None,
+             "population": _digest(trainer.population.state_dict()) if settings.get("population") else None,
              "log_z": _digest(trainer.log_z_head.state_dict()) if settings.get("flowrl") else None,
              "lora": _digest({n: p for n, p in trainer.model.named_parameters() if "lora_" in n})}
     return {"steps": steps, "loss": [e["loss"] for e in history], "grad_norm": [e["grad_norm"] for e in history],

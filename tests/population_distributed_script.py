@@ -27,8 +27,8 @@ def main(model: str, out: str) -> None:
         "processes": state.num_processes,
         "changed": recorder.changed,
         "adam": [[sorted(steps) for steps in member] for member in recorder.adam],
-        "population": trainer.population_state_dict()["population"],
-        "weights": [p.detach().clone() for p in trainer.member_parameters()],
+        "population": trainer.population.state_dict()["population"],
+        "weights": [p.detach().clone() for p in trainer.population.member_parameters()],
     }, Path(out) / f"rank{state.process_index}.pt")
     trainer.accelerator.wait_for_everyone()  # a rank that tears down while another still saves can deadlock gloo
     trainer.accelerator.end_training()  # destroy the process group: a live gloo thread at exit can abort a rank

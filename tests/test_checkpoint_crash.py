@@ -59,7 +59,7 @@ def test_kill_inside_the_save_then_resume_gives_the_uninterrupted_state(
     else:  # killed after rotation: checkpoint-2 already holds divrl's one state file, with every part of it
         assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
         state = torch.load(out / "checkpoint-2" / "divrl_state.pt", weights_only=True)
-        assert state["population"] is not None and state["log_z"] is not None and state["diversity"]["archives"]
+        assert state["population"] is not None and state["objective"] is not None and state["diversity"]["archives"]
         assert not [p.name for p in (out / "checkpoint-2").glob("*.pt") if p.name in ("population_state.pt",
                                                                                         "flowrl_log_z.pt")]
 
@@ -72,7 +72,7 @@ def test_kill_inside_the_save_then_resume_gives_the_uninterrupted_state(
         assert skipped == []
     history = json.loads((out / f"checkpoint-{MAX_STEPS}" / "trainer_state.json").read_text())["log_history"]
     assert history and resumed.state.global_step == MAX_STEPS
-    assert resumed.population.soups == 1  # the selection after step 4 ran in the resumed process
+    assert resumed.population.state.soups == 1  # the selection after step 4 ran in the resumed process
     _assert_equal(uninterrupted, final_state(resumed))
 
 

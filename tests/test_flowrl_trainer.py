@@ -193,7 +193,7 @@ def test_resume_restores_log_z_head(full_run, tiny_qwen3: Path, tmp_path: Path) 
 
     full, initial, out = full_run
     checkpoint = out / "checkpoint-1"
-    saved = torch.load(checkpoint / STATE_FILE, weights_only=True)["log_z"]
+    saved = torch.load(checkpoint / STATE_FILE, weights_only=True)["objective"]
     assert any(not initial["head"][n].equal(saved[n]) for n in saved), "the head had trained by the checkpoint"
 
     resumed = _train_scripted(_checkpointed_trainer(tiny_qwen3, tmp_path / "resumed"), resume=str(checkpoint))
@@ -208,9 +208,9 @@ def test_resume_restores_log_z_head(full_run, tiny_qwen3: Path, tmp_path: Path) 
     foreign = tmp_path / "foreign"
     shutil.copytree(checkpoint, foreign)
     state = torch.load(foreign / STATE_FILE, weights_only=True)
-    atomic_save({**state, "log_z": None}, str(foreign / STATE_FILE))  # as a run without FlowRL writes it
+    atomic_save({**state, "objective": None}, str(foreign / STATE_FILE))  # as a run without FlowRL writes it
     (foreign / "divrl_manifest.json").unlink()  # its sizes no longer match
-    with pytest.raises(ValueError, match="has no log_z state; it was not written by a FlowRL run"):
+    with pytest.raises(ValueError, match=r"has no objective state; it was not written by an objective \(flowrl\) run"):
         _train_scripted(_checkpointed_trainer(tiny_qwen3, tmp_path / "again"), resume=str(foreign))
 
 

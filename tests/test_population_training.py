@@ -50,7 +50,7 @@ class RecordSteps(TrainerCallback):
 
     def member_weights(self) -> dict[str, list[torch.Tensor]]:
         return {m: [p.detach().clone() for p in adapter_parameters(self.trainer.model, m)]
-                for m in self.trainer.member_names}
+                for m in self.trainer.population.member_names}
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._previous = self.member_weights()
@@ -59,7 +59,7 @@ class RecordSteps(TrainerCallback):
         current = self.member_weights()
         self.changed.append([m for m in current if any(not a.equal(b) for a, b in
                                                        zip(current[m], self._previous[m]))])
-        self.adam.append([adam_steps(self.trainer, m) for m in self.trainer.member_names])
+        self.adam.append([adam_steps(self.trainer, m) for m in self.trainer.population.member_names])
         self._previous = current
 
 
@@ -77,9 +77,9 @@ def test_members_train_in_turn_with_their_own_optimizer_state(tiny_model: Path, 
     after = snapshot(trainer.model)
     assert all(before[n].equal(after[n]) for n in before if "lora_" not in n), "base weights must stay frozen"
     # The selection after step 4 (K * T) restarted both members from the soup: fresh Adam state.
-    assert trainer.population.soups == 1 and trainer.population.member_steps == [2, 2]
-    assert all(adam_steps(trainer, m) == set() for m in trainer.member_names)
-    assert len(trainer.population.selected) == 1
+    assert trainer.population.state.soups == 1 and trainer.population.state.member_steps == [2, 2]
+    assert all(adam_steps(trainer, m) == set() for m in trainer.population.member_names)
+    assert len(trainer.population.state.selected) == 1
     expected = {"population/score_0", "population/score_1", "population/diversity_0", "population/max_reward_1",
                 "population/selected_0", "population/soup_error", "population/reward_0", "population/reward_1"}
     assert not expected - metric_keys(trainer.state.log_history)
@@ -88,26 +88,26 @@ def test_members_train_in_turn_with_their_own_optimizer_state(tiny_model: Path, 
 def test_selection_soups_the_top_members_exactly(tiny_qwen3: Path, tmp_path: Path) -> None:
     trainer = population_trainer(tiny_qwen3, tmp_path, population_size=3, population_top_m=2,
                                  population_sigma=0.0)
-    model, names = trainer.model, trainer.member_names
+    model, names = trainer.model, trainer.population.member_names
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name in names:
             for param in adapter_parameters(model, name):
                 param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
     # S_k = d_k (1 + max R_k) = 0.5 * 2, 0.9 * 3, 0.6 * 2: members 1 and 2 are the top two.
-    trainer.score_members = lambda: (torch.tensor([0.5, 0.9, 0.6]), torch.tensor([1.0, 2.0, 1.0]))
+    trainer.population.score_members = lambda: (torch.tensor([0.5, 0.9, 0.6]), torch.tensor([1.0, 2.0, 1.0]))
     exact = {n: d for n, _, d in soup_deltas(model, ["member_1", "member_2"])}
 
-    trainer.run_selection()
+    trainer.population.run_selection()
 
-    assert trainer.population.selected == [1, 2]
-    assert trainer.population.scores == pytest.approx([1.0, 2.7, 1.2])
+    assert trainer.population.state.selected == [1, 2]
+    assert trainer.population.state.scores == pytest.approx([1.0, 2.7, 1.2])
     for name, layer in lora_layers(model, "default"):
         u, s, vh = torch.linalg.svd(exact[name])
         best = (u[:, :4] * s[:4]) @ vh[:4]  # rank 4 = the LoRA rank
         for member in names:
             torch.testing.assert_close(layer.get_delta_weight(member), best, atol=1e-5, rtol=1e-4)
-    assert 0 < trainer.population.soup_error < 1
+    assert 0 < trainer.population.state.soup_error < 1
 
 
 def test_restart_keeps_every_member_within_sigma_of_the_soup(tiny_qwen3: Path, tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_restart_keeps_every_member_within_sigma_of_the_soup(tiny_qwen3: Path, t
     # population_sigma x ||dW_soup|| from the rank-r soup (the absolute N(0, 0.01^2) on the factors swamped it).
     trainer = population_trainer(tiny_qwen3, tmp_path, population_size=3, population_top_m=2,
                                  population_sigma=0.2)
-    model, names = trainer.model, trainer.member_names
+    model, names = trainer.model, trainer.population.member_names
     for _, layer in lora_layers(model, "default"):  # a fresh adapter (dW = 0) starts unperturbed
         for member in names:
             assert float(layer.get_delta_weight(member).detach().abs().max()) == 0.0
@@ -124,10 +124,10 @@ def test_restart_keeps_every_member_within_sigma_of_the_soup(tiny_qwen3: Path, t
         for name in names:
             for param in adapter_parameters(model, name):
                 param.copy_(torch.randn(param.shape, generator=generator) * 1e-3)  # soup-sized factors
-    trainer.score_members = lambda: (torch.tensor([0.5, 0.9, 0.6]), torch.tensor([1.0, 2.0, 1.0]))
+    trainer.population.score_members = lambda: (torch.tensor([0.5, 0.9, 0.6]), torch.tensor([1.0, 2.0, 1.0]))
     exact = {n: d for n, _, d in soup_deltas(model, ["member_1", "member_2"])}
 
-    trainer.run_selection()
+    trainer.population.run_selection()
 
     members = {m: {n: layer.get_delta_weight(m).detach() for n, layer in lora_layers(model, m)} for m in names}
     for name in exact:
@@ -148,7 +148,7 @@ def test_scores_are_diversity_times_one_plus_max_reward(tiny_qwen3: Path, tmp_pa
     texts = ["ab", "abc", "xyz", "hi yo"]  # one per completion of a held prompt (G = 4)
     trainer = population_trainer(tiny_qwen3, tmp_path)
     with scripted_generation(AutoTokenizer.from_pretrained(tiny_qwen3), lambda prompt, row: texts[row % 4]):
-        diversity, max_reward = trainer.score_members()
+        diversity, max_reward = trainer.population.score_members()
 
     expected = mean_pairwise_cosine_distance(hashed_ngram_embedding(texts))  # both held prompts alike
     torch.testing.assert_close(diversity, torch.tensor([expected, expected]))
@@ -202,15 +202,15 @@ def test_scoring_leaves_task_state_and_metrics_as_they_were(tiny_qwen3: Path, tm
     before = copy.deepcopy(task.state_dict())
     trainer = population_trainer(tiny_qwen3, tmp_path, task=task)
     with scripted_generation(AutoTokenizer.from_pretrained(tiny_qwen3), lambda prompt, row: texts[row % 4]):
-        _, max_reward = trainer.score_members()
+        _, max_reward = trainer.population.score_members()
 
     torch.testing.assert_close(max_reward, torch.tensor([5.0, 5.0]))  # both members scored from the same state
     assert task.state_dict() == before
     assert not trainer._pending_metrics and not trainer._pending_extra_logs and not trainer._metrics["train"]
-    trainer.restart_from_soup = lambda diversity, max_reward: None
-    trainer._scored_completions = 0
+    trainer.population.restart_from_soup = lambda diversity, max_reward: None
+    trainer.population.scored_completions = 0
     with scripted_generation(AutoTokenizer.from_pretrained(tiny_qwen3), lambda prompt, row: texts[row % 4]):
-        trainer.run_selection()
+        trainer.population.run_selection()
     assert trainer._metrics["train"]["population/scoring_completions"] == [2 * 2 * 4.0]  # K x held x G, on its own
 
 
@@ -246,7 +246,7 @@ def test_resume_restores_the_population_of_ips_qd_members(tiny_qwen3: Path, tmp_
     assert restored["diversity"][0] != restored["diversity"][1]  # each member has its own archive
     assert_same_population(restored, saved)
     # The resumed run then continues exactly like the uninterrupted one (selection at step 4 included).
-    assert resumed.trainer.population.soups == 1
+    assert resumed.trainer.population.state.soups == 1
     assert_same_population(capture(resumed.trainer), capture(uninterrupted.trainer))
 
 
@@ -266,11 +266,11 @@ def capture(trainer: Any) -> dict[str, Any]:
     names = {id(p): n for n, p in trainer.model.named_parameters()}
     optimizer_state = trainer.optimizer.state if trainer.optimizer is not None else {}
     return {
-        "population": trainer.population_state_dict()["population"],
-        "diversity": [s.state_dict() for s in trainer.member_diversity_states()],
-        "weights": {names[id(p)]: p.detach().clone() for p in trainer.member_parameters()},
+        "population": trainer.population.state_dict()["population"],
+        "diversity": [s.state_dict() for s in trainer.population.member_diversity_states()],
+        "weights": {names[id(p)]: p.detach().clone() for p in trainer.population.member_parameters()},
         "adam": {names[id(p)]: {k: torch.as_tensor(v).clone() for k, v in optimizer_state[p].items()}
-                 for p in trainer.member_parameters() if p in optimizer_state},
+                 for p in trainer.population.member_parameters() if p in optimizer_state},
     }
 
 
@@ -304,15 +304,15 @@ def test_population_needs_lora(tiny_qwen3: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("engine", ["is_deepspeed_enabled", "is_fsdp_enabled"])
 def test_population_refuses_sharded_engines(engine: str, tiny_qwen3: Path, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from divrl.trainers.population import PopulationMixin
+    from divrl.trainers.population import Population
 
-    setup = PopulationMixin._setup_population
+    setup = Population.__init__
 
-    def under_sharding(self: PopulationMixin) -> None:  # as if accelerate had set up DeepSpeed / FSDP
-        setattr(self, engine, True)
-        setup(self)
+    def under_sharding(self: Population, trainer) -> None:  # as if accelerate had set up DeepSpeed / FSDP
+        setattr(trainer, engine, True)
+        setup(self, trainer)
 
-    monkeypatch.setattr(PopulationMixin, "_setup_population", under_sharding)
+    monkeypatch.setattr(Population, "__init__", under_sharding)
     with pytest.raises(ValueError, match=r"DivRLConfig\.population is not supported under DeepSpeed or FSDP"):
         population_trainer(tiny_qwen3, tmp_path)
 
@@ -325,5 +325,5 @@ def test_issue_15_methods_compose_with_ips_in_a_population(method: dict[str, Any
     trainer = population_trainer(tiny_qwen3, tmp_path, trainer_name="DivRLTrainer", population=True, ips=True,
                                  **method)
     trainer.train()
-    assert trainer.population.soups == 1 and trainer.state.global_step == 4
+    assert trainer.population.state.soups == 1 and trainer.state.global_step == 4
     assert {"ips/max_scale", "population/score_0"} <= metric_keys(trainer.state.log_history)

@@ -214,7 +214,7 @@ def test_recovery_eval_leaves_population_selection_on_training_prompts(tmp_path:
     trainer = build_trainer(script_args, config, model_args)
     held_out = set(trainer.eval_dataset["id"])
     assert held_out and not held_out & set(trainer.train_dataset["id"])
-    assert {row["id"] for row in trainer._held_rows}.isdisjoint(held_out)
+    assert {row["id"] for row in trainer.population.held_rows}.isdisjoint(held_out)
     assert any(isinstance(c, RecoveryEvalCallback) for c in trainer.callback_handler.callbacks)
 
 

@@ -1,6 +1,6 @@
 """Population-GRPO (the execution-rewards paper, Sec. 4.3): K LoRA members on one base model, periodically scored,
 souped and restarted from the soup plus noise. It acts around the steps, not in one: the controller is
-`divrl.trainers.population.PopulationMixin` (the algorithm: `divrl.core.population`); this file declares its
+`divrl.trainers.population.Population` (the algorithm: `divrl.core.population`); this file declares its
 fields, card and preset."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class PopulationConfig:
 
 @register
 class Population(Method):
-    """OUTER: members, selection, soup and restart (`divrl.trainers.population.PopulationMixin`)."""
+    """OUTER: members, selection, soup and restart (`divrl.trainers.population.Population`)."""
 
     name = "population"
     switch = "population"

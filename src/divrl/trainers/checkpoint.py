@@ -2,9 +2,9 @@
 
 transformers' `Trainer._save_checkpoint` (5.x) writes the model, optimizer, scheduler, RNG states and, last,
 `trainer_state.json` into `checkpoint-N`, and only then rotates older checkpoints away (`save_total_limit`).
-divrl's trainers write their one state file (`divrl_state.pt`: the methods', the population's, FlowRL's log Z head
-and every process's task state) into `checkpoint-N` BEFORE calling it, atomically (a temporary file renamed into
-place), so:
+divrl's trainers write their one state file (`divrl_state.pt`: the methods', the population's, the objective's
+(FlowRL's log Z head) and every process's task state) into `checkpoint-N` BEFORE calling it, atomically (a temporary
+file renamed into place), so:
 - a checkpoint with a readable `trainer_state.json` holds the state file of the run that wrote it;
 - a process killed anywhere inside a save leaves the previous checkpoints untouched (rotation comes last) and
   at most an incomplete `checkpoint-N` (no or a truncated `trainer_state.json`, or a method state file missing),
@@ -35,7 +35,7 @@ TRAINER_STATE_FILE = "trainer_state.json"  # transformers' TRAINER_STATE_NAME: t
 MANIFEST_FILE = "divrl_manifest.json"  # written after everything else: each file's size in bytes
 STATE_FILE = "divrl_state.pt"  # all of divrl's state in a checkpoint
 # Before issue 30 the population's and FlowRL's state had files of their own; such checkpoints still resume.
-LEGACY_STATE_FILES = {"population": "population_state.pt", "log_z": "flowrl_log_z.pt"}
+LEGACY_STATE_FILES = {"population": "population_state.pt", "objective": "flowrl_log_z.pt"}
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")  # transformers' PREFIX_CHECKPOINT_DIR pattern
 
 

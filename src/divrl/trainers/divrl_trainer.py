@@ -16,8 +16,13 @@ own
   not recomputed), aggregated like TRL's entropy bonus (masked token mean / gradient-accumulation steps).
 - Clip-Cov: the loss forward's log-probs are detached on the selected tokens (`_get_per_token_logps_and_entropies`
   while TRL's loss runs), which stops their policy gradient; KL-Cov: a term added in `_compute_loss`.
-- FlowRL: `divrl.trainers.flowrl.FlowRLMixin` (a base class) replaces GRPO's surrogate in `_compute_loss`.
-All algorithms live in `divrl.core`; this module only wires them into TRL.
+- FlowRL (the OBJECTIVE stage): `_compute_loss` runs TRL's loss on zeroed advantages and adds the trajectory-balance
+  loss instead of GRPO's surrogate (`divrl.methods.flowrl`).
+- Population: a controller (`divrl.trainers.population.Population`) activates each member before it generates and
+  runs selections from a callback.
+Each method is one file of `divrl.methods`, running in the stages above in a fixed order; the algorithms live in
+`divrl.core`. This class is TRL's GRPOTrainer with each hook overridden once, as the sequence of stages; the CPU
+kernels and stop strings are patches of the model (`divrl.backends`) installed and undone explicitly.
 """
 
 from __future__ import annotations
@@ -72,10 +77,9 @@ from divrl.trainers.checkpoint import (
 )
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.console_log import use_compact_console
-from divrl.trainers.flowrl import FlowRLMixin
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.model_card import model_card_identity
-from divrl.trainers.population import PopulationMixin
+from divrl.trainers.population import Population
 from divrl.trainers.rehearsal import pad_prompt_completion
 
 logger = logging.getLogger(__name__)
@@ -116,7 +120,7 @@ class DiversityState:
         load_method_states(self.methods, shared=False, state=state)
 
 
-class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
+class DivRLTrainer(GRPOTrainer):
     """GRPOTrainer with the diversity methods enabled in its `DivRLConfig` (any subset, composable).
 
     Arguments are GRPOTrainer's, plus `task`: an object following `divrl.task.Task` whose hooks
@@ -130,6 +134,9 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
     # with spec): outside `_compute_loss` no loss forward is being captured.
     _capturing_loss_forward: bool = False
     stop_strings: tuple[str, ...] = ()
+    population: Population | None = None
+    objective: Method | None = None
+    log_z_head: torch.nn.Module | None = None  # FlowRL's log Z head (set by its method)
 
     def __init__(
         self,
@@ -174,6 +181,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
         self.diversity_state = self.new_diversity_state()
         for method in self.diversity_state.methods.values():
             method.configure_trainer(self)
+        self.objective = next((m for m in self.diversity_state.methods.values() if m.stage is Stage.OBJECTIVE), None)
+        self.population = Population(self) if args.population else None
         self._capturing_loss_forward = False
         self._loss_inputs: dict[str, Any] | None = None  # the micro-batch TRL's loss is computing (Clip-Cov)
         self._loss_forward: tuple | None = None
@@ -202,6 +211,14 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
             # this field, so it is set here, before; the population refuses an explicit False with several processes.
             args.ddp_find_unused_parameters = True
         return args
+
+    def create_optimizer(self, *args: Any, **kwargs: Any):  # noqa: D102 (Trainer hook)
+        if self.population is not None:
+            self.population.enable_member_gradients()  # every member's factors go into the optimizer
+        optimizer = super().create_optimizer(*args, **kwargs)
+        if self.objective is not None:
+            self.objective.add_to_optimizer(optimizer)
+        return optimizer
 
     def new_diversity_state(self) -> DiversityState:
         """A fresh, empty method state for this config (one per policy; see DiversityState)."""
@@ -301,8 +318,13 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
         return cut_ids, logprobs
 
     # ---------------------------------------------------------------------------------- rewards
+    def task_rewards(self, inputs, prompts, completions, completion_ids_list) -> torch.Tensor:
+        """TRL's reward columns of the global batch, before any method shapes them (the population scores members
+        with these, leaving archives and memories untouched)."""
+        return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: D102 (TRL hook)
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        rewards_per_func = self.task_rewards(inputs, prompts, completions, completion_ids_list)
         if self._needs_lengths:
             local = torch.tensor([len(ids) for ids in completion_ids_list], device=rewards_per_func.device)
             self._global_lengths = gather(local)
@@ -464,7 +486,12 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
 
     # ------------------------------------------------------------------------------- advantages
     def _generate_and_score_completions(self, inputs):  # noqa: D102 (TRL hook)
+        population = self.population if self.model.training else None
+        if population is not None:
+            population.before_generation()  # the scheduled member generates its own batch
         output = super()._generate_and_score_completions(inputs)
+        if population is not None:
+            population.after_generation()
         methods = [m for m in self.diversity_state.stage(Stage.ADVANTAGE) if self.model.training or not m.train_only]
         if methods:
             self._run_advantage_methods(methods, output)
@@ -561,17 +588,18 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
         methods = self.diversity_state.stage(Stage.LOSS)
         for method in methods:
             method.before_loss(self)
+        mode = "train" if self.model.training else "eval"
         self._capturing_loss_forward = True
         self._loss_inputs = inputs
         self._loss_entropy_mask = None
-        try:
-            loss = super()._compute_loss(model, inputs)
+        try:  # an OBJECTIVE method replaces GRPO's surrogate: TRL's loss then runs on zeroed advantages
+            loss = super()._compute_loss(model, inputs if self.objective is None
+                                         else self.objective.surrogate_inputs(inputs, mode == "train"))
         finally:
             self._capturing_loss_forward = False
             self._loss_inputs = None
         per_token_logps, entropies, _ = self._loss_forward
         self._loss_forward = None
-        mode = "train" if self.model.training else "eval"
         mask = inputs["completion_mask"]
         if "tool_mask" in inputs:
             mask = mask * inputs["tool_mask"]
@@ -579,6 +607,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
                         entropies=entropies, mask=mask, entropy_mask=self._loss_entropy_mask,
                         accumulation=self.current_gradient_accumulation_steps if mode == "train" else 1.0, mode=mode)
         self._loss_entropy_mask = None
+        if self.objective is not None:
+            loss = loss + self.objective.objective_term(step)
         for method in methods:
             term = method.loss_term(step)
             if term is not None:
@@ -609,8 +639,8 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
         (`method_state_dict`), the population's (bookkeeping and each member's method state), FlowRL's log Z head
         and every process's task state; None for what this run does not have."""
         return {**self.method_state_dict(),
-                "population": None if self.population is None else self.population_state_dict(),
-                "log_z": None if self.log_z_head is None else self.log_z_head.state_dict(),
+                "population": None if self.population is None else self.population.state_dict(),
+                "objective": None if self.objective is None else self.objective.state_dict(),
                 "task": task_states}
 
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
@@ -636,7 +666,7 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
     def needs_state_file(self) -> bool:
         """Whether a checkpoint of this run must hold `divrl_state.pt` to be resumed from: method or task state
         (`keeps_method_state`), a population or FlowRL's log Z head."""
-        return self.keeps_method_state() or self.population is not None or self.log_z_head is not None
+        return self.keeps_method_state() or self.population is not None or self.objective is not None
 
     def method_state_files(self) -> list[str]:
         """The divrl files a checkpoint of this run must hold to be resumed from."""
@@ -697,31 +727,27 @@ class DivRLTrainer(FlowRLMixin, PopulationMixin, GRPOTrainer):
             raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {STATE_FILE}; it was not written by a "
                              "divrl trainer, so the method state (archive, novelty memory, ...) cannot be restored")
         state = torch.load(path, weights_only=True)
-        population = self._saved_part(state, "population", checkpoint, "the members' state")
-        if population is not None:  # first: it swaps in the active member's method state
-            self.load_population_state_dict(population)
-        log_z = self._saved_part(state, "log_z", checkpoint, "FlowRL's learned log Z head")
-        if log_z is not None:
-            self.log_z_head.load_state_dict({k: v.to(self.accelerator.device) for k, v in log_z.items()})
+        if self.population is not None:  # first: it swaps in the active member's method state
+            self.population.load_state_dict(self._saved_part(state, "population", checkpoint))
+        if self.objective is not None:
+            self.objective.load_state_dict(self._saved_part(state, "objective", checkpoint))
         try:
             self.load_method_state_dict(state)
         except ValueError as error:
             raise ValueError(f"resume_from_checkpoint: {path}: {error}") from None
         self._load_task_state(state.get("task"), checkpoint)
 
-    def _saved_part(self, state: dict[str, Any], part: str, checkpoint: str, what: str) -> Any:
-        """The checkpoint's `part` ('population' or 'log_z') when this run has one, else None; read from its own
-        file in a checkpoint written before they shared `divrl_state.pt`. Raises a ValueError when it is missing."""
-        if (self.population if part == "population" else self.log_z_head) is None:
-            return None
+    def _saved_part(self, state: dict[str, Any], part: str, checkpoint: str) -> Any:
+        """The checkpoint's `part` ('population' or 'objective'), read from its own file in a checkpoint written
+        before they shared `divrl_state.pt`; a ValueError when the checkpoint's run had none."""
         saved = state.get(part)
         if part not in state:  # the three-file layout
             legacy = os.path.join(checkpoint, LEGACY_STATE_FILES[part])
             saved = torch.load(legacy, weights_only=True) if os.path.exists(legacy) else None
         if saved is None:
-            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {part} state; it was not written by a "
-                             f"{'population' if part == 'population' else 'FlowRL'} run, so {what} cannot be "
-                             "restored")
+            which = "a population" if part == "population" else f"an objective ({self.objective.switch})"
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {part} state; it was not written by "
+                             f"{which} run, so its state cannot be restored")
         return saved
 
     def _load_task_state(self, task_states: list[dict[str, Any]] | None, checkpoint: str) -> None:

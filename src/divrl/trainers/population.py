@@ -198,59 +198,55 @@ class PopulationState:
 
 
 class _PopulationStepCallback(TrainerCallback):
-    """Calls the trainer's population bookkeeping after every optimizer step."""
+    """Runs the population's bookkeeping after every optimizer step."""
 
-    def __init__(self, trainer: PopulationMixin) -> None:
-        self.trainer = trainer
+    def __init__(self, population: Population) -> None:
+        self.population = population
 
     def on_step_end(self, args, state, control, **kwargs):  # noqa: D102 (TrainerCallback hook)
-        self.trainer._population_step_end()
+        self.population.step_end()
 
 
-class PopulationMixin:
-    """Population-GRPO for a GRPOTrainer subclass (DivRLTrainer); inert unless `args.population`.
+class Population:
+    """Population-GRPO's controller for one `DivRLTrainer` (`trainer.population`; see the module docstring).
 
-    Expects the host to provide `new_diversity_state()` and the `diversity_state` attribute (DivRLTrainer),
-    so each member keeps its own method state.
+    The trainer calls `enable_member_gradients` before building its optimizer and `before_generation` /
+    `after_generation` around each training generation; a callback calls `step_end` after each optimizer step.
+    Each member keeps its own `DiversityState`, swapped into `trainer.diversity_state` with the member.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.population: PopulationState | None = None
-        if self.args.population:
-            self._setup_population()
-
-    # ----------------------------------------------------------------------------- construction
-    def _setup_population(self) -> None:
+    def __init__(self, trainer: Any) -> None:
         """Check the configuration against the model, add the K-1 extra adapters, pick the held prompts."""
-        args = self.args
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+        self.trainer = trainer
+        args = trainer.args
+        if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled:
             raise ValueError("DivRLConfig.population is not supported under DeepSpeed or FSDP: souping and switching "
                              "members write the LoRA weights and optimizer states in place, which sharded engines "
                              "partition and keep their own copies of (use DDP, one policy per GPU memory)")
-        check_population_adapter(self.model)
+        model = trainer.model
+        check_population_adapter(model)
         if args.population_soup_rank is not None:
-            smallest = min(layer.r[FIRST_MEMBER] for _, layer in lora_layers(self.model, FIRST_MEMBER))
+            smallest = min(layer.r[FIRST_MEMBER] for _, layer in lora_layers(model, FIRST_MEMBER))
             if args.population_soup_rank > smallest:
                 raise ValueError(f"DivRLConfig.population_soup_rank ({args.population_soup_rank}) exceeds the "
                                  f"smallest LoRA rank of the adapter ({smallest})")
-        generate_every = args.steps_per_generation * self.num_iterations
+        generate_every = args.steps_per_generation * trainer.num_iterations
         if generate_every % args.gradient_accumulation_steps:
             raise ValueError(
                 "DivRLConfig.steps_per_generation x num_iterations "
-                f"({args.steps_per_generation} x {self.num_iterations}) must be a multiple of "
+                f"({args.steps_per_generation} x {trainer.num_iterations}) must be a multiple of "
                 f"gradient_accumulation_steps ({args.gradient_accumulation_steps}) with population=True, so that "
                 "one member's completions are never mixed with another's in one optimizer step")
-        self._steps_per_turn = generate_every // args.gradient_accumulation_steps
-        if args.population_interval % self._steps_per_turn:
+        self.steps_per_turn = generate_every // args.gradient_accumulation_steps
+        if args.population_interval % self.steps_per_turn:
             raise ValueError(f"DivRLConfig.population_interval ({args.population_interval}) must be a multiple of the "
-                             f"optimizer steps per generation ({self._steps_per_turn}) so every member trains "
+                             f"optimizer steps per generation ({self.steps_per_turn}) so every member trains "
                              "equally between selections")
-        processes = self.accelerator.num_processes
+        processes = trainer.accelerator.num_processes
         if args.population_held_prompts % processes:
             raise ValueError(f"DivRLConfig.population_held_prompts ({args.population_held_prompts}) must be a "
                              f"multiple of the number of processes ({processes})")
-        self._held_rows = self._take_held_prompts(args.population_held_prompts)
+        self.held_rows = self._take_held_prompts(args.population_held_prompts)
         # Members not trained at a step have no gradient: under DDP they are unused parameters. DivRLTrainer sets
         # ddp_find_unused_parameters=True before Trainer.__init__ builds DDP's kwargs (a write here came too late).
         if args.ddp_find_unused_parameters is False and processes > 1:
@@ -258,32 +254,33 @@ class PopulationMixin:
                              "members not trained at a step are unused parameters for DDP (leave it unset)")
 
         self.member_names = member_names(args.population_size)
-        first = self.model.peft_config[FIRST_MEMBER]
+        first = model.peft_config[FIRST_MEMBER]
         for name in self.member_names[1:]:
-            self.model.add_adapter(name, copy.deepcopy(first))  # PEFT keeps the object: one per adapter
+            model.add_adapter(name, copy.deepcopy(first))  # PEFT keeps the object: one per adapter
         for name in self.member_names[1:]:
-            copy_adapter(self.model, FIRST_MEMBER, name)
-        self._member_parameters = [p for name in self.member_names for p in adapter_parameters(self.model, name)]
-        self.population = PopulationState(size=args.population_size)
+            copy_adapter(model, FIRST_MEMBER, name)
+        self._member_parameters = [p for name in self.member_names for p in adapter_parameters(model, name)]
+        self.state = PopulationState(size=args.population_size)
         self._member_diversity: list[Any] | None = None
-        self._scored_completions = 0  # reward calls of the latest scoring (global), logged on their own
+        self.scored_completions = 0  # reward calls of the latest scoring (global), logged on their own
         self._perturb_members()
-        self._activate_member(0)
-        self.add_callback(_PopulationStepCallback(self))
+        self.activate_member(0)
+        trainer.add_callback(_PopulationStepCallback(self))
 
     def _take_held_prompts(self, count: int) -> list[dict[str, Any]]:
         """The rows scored at selections: the first `count` of eval_dataset, else held out from train_dataset."""
         from datasets import Dataset
 
-        source = self.eval_dataset if isinstance(self.eval_dataset, Dataset) else None
+        trainer = self.trainer
+        source = trainer.eval_dataset if isinstance(trainer.eval_dataset, Dataset) else None
         if source is None:
-            if not isinstance(self.train_dataset, Dataset) or len(self.train_dataset) <= count:
+            if not isinstance(trainer.train_dataset, Dataset) or len(trainer.train_dataset) <= count:
                 raise ValueError(
                     f"DivRLConfig.population_held_prompts ({count}) needs an eval_dataset with that many rows, or a "
                     "map-style train_dataset with more rows to hold them out from")
-            kept = len(self.train_dataset) - count
-            rows = self.train_dataset.select(range(kept, len(self.train_dataset)))
-            self.train_dataset = self.train_dataset.select(range(kept))
+            kept = len(trainer.train_dataset) - count
+            rows = trainer.train_dataset.select(range(kept, len(trainer.train_dataset)))
+            trainer.train_dataset = trainer.train_dataset.select(range(kept))
             logger.info("Population-GRPO: holding out the last %d training prompts for member scoring", count)
         else:
             if len(source) < count:
@@ -294,10 +291,10 @@ class PopulationMixin:
 
     # ------------------------------------------------------------------------------- members
     def member_diversity_states(self) -> list[Any]:
-        """Each member's DiversityState (the active one is `self.diversity_state`); created on first use."""
+        """Each member's DiversityState (the active one is `trainer.diversity_state`); created on first use."""
         if self._member_diversity is None:
-            self._member_diversity = [self.diversity_state] + [
-                self.new_diversity_state() for _ in range(self.population.size - 1)
+            self._member_diversity = [self.trainer.diversity_state] + [
+                self.trainer.new_diversity_state() for _ in range(self.state.size - 1)
             ]
         return self._member_diversity
 
@@ -305,56 +302,50 @@ class PopulationMixin:
         """Every member's LoRA factors (all of them are in the optimizer); soups write into them in place."""
         return self._member_parameters
 
-    def _enable_member_gradients(self) -> None:
+    def enable_member_gradients(self) -> None:
         """Make every member trainable again (PEFT's set_adapter freezes the inactive adapters)."""
         for param in self._member_parameters:
             param.requires_grad_(True)
 
-    def _activate_member(self, index: int) -> None:
+    def activate_member(self, index: int) -> None:
         """Route forward passes through member `index`, keep all members trainable, swap in its method state."""
-        self.model.set_adapter(self.member_names[index])
-        self._enable_member_gradients()
-        self.population.active = index
-        if hasattr(self, "diversity_state"):
-            self.diversity_state = self.member_diversity_states()[index]
-        if self.use_vllm:
-            self._last_loaded_step = -1  # the generation engine must receive this member's weights
+        trainer = self.trainer
+        trainer.model.set_adapter(self.member_names[index])
+        self.enable_member_gradients()
+        self.state.active = index
+        trainer.diversity_state = self.member_diversity_states()[index]
+        if trainer.use_vllm:
+            trainer._last_loaded_step = -1  # the generation engine must receive this member's weights
 
-    def _scheduled_member(self) -> int:
+    def scheduled_member(self) -> int:
         """The member whose turn it is at the current optimizer step (round-robin by generation cycle)."""
-        return (self.state.global_step // self._steps_per_turn) % self.population.size
+        return (self.trainer.state.global_step // self.steps_per_turn) % self.state.size
 
     def _perturb_members(self) -> None:
         """Move every member's dW, layer by layer, by population_sigma x the layer's ||dW|| (noise on its factors;
         a zero dW stays); the noise depends only on (seed, selection count)."""
-        generator = torch.Generator().manual_seed(self.args.seed * 1_000_003 + self.population.soups)
+        args = self.trainer.args
+        generator = torch.Generator().manual_seed(args.seed * 1_000_003 + self.state.soups)
         blocks = [(layer.lora_A[name].weight, layer.lora_B[name].weight, layer.scaling[name])
-                  for name in self.member_names for _, layer in lora_layers(self.model, name)]
-        perturb_relative_(blocks, self.args.population_sigma, generator)
+                  for name in self.member_names for _, layer in lora_layers(self.trainer.model, name)]
+        perturb_relative_(blocks, args.population_sigma, generator)
 
-    # ------------------------------------------------------------------------------ TRL hooks
-    def create_optimizer(self, *args: Any, **kwargs: Any):  # noqa: D102 (Trainer hook)
-        if self.population is not None:
-            self._enable_member_gradients()
-        return super().create_optimizer(*args, **kwargs)
+    # ------------------------------------------------------------------------------ the step
+    def before_generation(self) -> None:
+        """Make the scheduled member active before it generates its batch."""
+        member = self.scheduled_member()
+        if member != self.state.active:
+            self.activate_member(member)
 
-    def _generate_and_score_completions(self, inputs):  # noqa: D102 (TRL hook)
-        if self.population is None or not self.model.training:
-            return super()._generate_and_score_completions(inputs)
-        member = self._scheduled_member()
-        if member != self.population.active:
-            self._activate_member(member)
-        output = super()._generate_and_score_completions(inputs)
-        self._metrics["train"][f"population/reward_{member}"].append(self._metrics["train"]["reward"][-1])
-        return output
+    def after_generation(self) -> None:
+        """Log the active member's mean reward as `population/reward_k`."""
+        metrics = self.trainer._metrics["train"]
+        metrics[f"population/reward_{self.state.active}"].append(metrics["reward"][-1])
 
-    def _population_step_end(self) -> None:
+    def step_end(self) -> None:
         """Count the active member's step; run a selection every K * T steps."""
-        population = self.population
-        if population is None:
-            return
-        population.member_steps[population.active] += 1
-        if self.state.global_step % (population.size * self.args.population_interval) == 0:
+        self.state.member_steps[self.state.active] += 1
+        if self.trainer.state.global_step % (self.state.size * self.trainer.args.population_interval) == 0:
             self.run_selection()
 
     # ------------------------------------------------------------------------------- selection
@@ -366,16 +357,18 @@ class PopulationMixin:
         (so scoring needs no more memory than a training step); results are gathered, so every process
         computes the same scores.
         """
-        local_rows = self._held_rows[self.accelerator.process_index :: self.accelerator.num_processes]
-        per_call = max(1, self.args.per_device_train_batch_size * self.args.steps_per_generation
-                       // self.num_generations)
+        trainer = self.trainer
+        accelerator = trainer.accelerator
+        local_rows = self.held_rows[accelerator.process_index :: accelerator.num_processes]
+        per_call = max(1, trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation
+                       // trainer.num_generations)
         chunks = [local_rows[start : start + per_call] for start in range(0, len(local_rows), per_call)]
         diversity, max_reward = [], []
-        for index in range(self.population.size):
+        for index in range(self.state.size):
             # Every member is scored from the same task state (a diversity filter must not penalise member 1 for
             # what member 0 wrote), and scoring leaves that state as it found it.
             with self._scoring_leaves_no_trace():
-                self._activate_member(index)
+                self.activate_member(index)
                 distances, best = [], -math.inf
                 for rows in chunks:
                     chunk_distances, chunk_best = self._sample_and_score(rows)
@@ -383,7 +376,7 @@ class PopulationMixin:
                     best = max(best, chunk_best)
                 diversity.append(sum(distances) / len(distances))
                 max_reward.append(best)
-        self._scored_completions = self.population.size * len(self._held_rows) * self.num_generations
+        self.scored_completions = self.state.size * len(self.held_rows) * trainer.num_generations
         return torch.tensor(diversity), torch.tensor(max_reward)
 
     @contextlib.contextmanager
@@ -396,23 +389,24 @@ class PopulationMixin:
         input-token count. The reward calls spent on scoring are reported on their own, as
         `population/scoring_completions` at each selection.
         """
-        task = getattr(self, "task", None)
+        trainer = self.trainer
+        task = getattr(trainer, "task", None)
         keeps_state = task is not None and hasattr(task, "state_dict") and hasattr(task, "load_state_dict")
         task_state = copy.deepcopy(task.state_dict()) if keeps_state else None
-        saved_metrics = {mode: {k: list(v) for k, v in m.items()} for mode, m in self._metrics.items()}
-        pending = {name: {k: list(v) for k, v in getattr(self, name).items()}
-                   for name in ("_pending_metrics", "_pending_extra_logs") if hasattr(self, name)}
-        saved_tokens = self.state.num_input_tokens_seen
+        saved_metrics = {mode: {k: list(v) for k, v in m.items()} for mode, m in trainer._metrics.items()}
+        pending = {name: {k: list(v) for k, v in getattr(trainer, name).items()}
+                   for name in ("_pending_metrics", "_pending_extra_logs") if hasattr(trainer, name)}
+        saved_tokens = trainer.state.num_input_tokens_seen
         try:
             yield
         finally:
             for mode, metrics in saved_metrics.items():
-                self._metrics[mode].clear()
-                self._metrics[mode].update(metrics)
+                trainer._metrics[mode].clear()
+                trainer._metrics[mode].update(metrics)
             for name, values in pending.items():
-                getattr(self, name).clear()
-                getattr(self, name).update(values)
-            self.state.num_input_tokens_seen = saved_tokens
+                getattr(trainer, name).clear()
+                getattr(trainer, name).update(values)
+            trainer.state.num_input_tokens_seen = saved_tokens
             if keeps_state:
                 task.load_state_dict(task_state)
 
@@ -420,15 +414,14 @@ class PopulationMixin:
         """Sample a group per row with the active member; per-prompt mean pairwise distances (gathered from
         every process) and the max task reward."""
         from accelerate.utils import gather_object
-        from trl import GRPOTrainer
 
-        group = self.num_generations
+        trainer = self.trainer
+        group = trainer.num_generations
         inputs = [row for row in rows for _ in range(group)]
         prompts = [row["prompt"] for row in inputs]
-        _, completion_ids, _, completions, *_ = self._generate(prompts)
-        # TRL's own reward columns: no IPS/QD/novelty shaping, no archive or memory updates.
-        rewards = GRPOTrainer._calculate_rewards(self, inputs, prompts, completions, completion_ids)
-        total = self._summed_rewards(rewards).masked_fill(torch.isnan(rewards).all(dim=1), -math.inf)
+        _, completion_ids, _, completions, *_ = trainer._generate(prompts)
+        rewards = trainer.task_rewards(inputs, prompts, completions, completion_ids)
+        total = trainer._summed_rewards(rewards).masked_fill(torch.isnan(rewards).all(dim=1), -math.inf)
         embeddings = hashed_ngram_embedding(gather_object([completion_text(c) for c in completions]))
         distances = [mean_pairwise_cosine_distance(embeddings[s : s + group]) for s in range(0, len(embeddings), group)]
         return distances, float(total.max())
@@ -436,50 +429,49 @@ class PopulationMixin:
     def run_selection(self) -> None:
         """Score every member on the held prompts, then restart the population from the soup of the best."""
         self.restart_from_soup(*self.score_members())
-        self._metrics["train"]["population/scoring_completions"].append(float(self._scored_completions))
+        self.trainer._metrics["train"]["population/scoring_completions"].append(float(self.scored_completions))
 
     def restart_from_soup(self, diversity: torch.Tensor, max_reward: torch.Tensor) -> None:
         """Soup the top M by S_k exactly, project to rank r, restart all members from it plus noise."""
-        population = self.population
+        trainer, state = self.trainer, self.state
         scores = torch.nan_to_num(selection_scores(diversity, max_reward), nan=-math.inf)
-        selected = select_top(scores, self.args.population_top_m)
-        error = soup_adapters(self.model, [self.member_names[k] for k in selected], self.member_names,
-                              rank=self.args.population_soup_rank)
-        population.soups += 1
+        selected = select_top(scores, trainer.args.population_top_m)
+        error = soup_adapters(trainer.model, [self.member_names[k] for k in selected], self.member_names,
+                              rank=trainer.args.population_soup_rank)
+        state.soups += 1
         self._perturb_members()
-        if self.optimizer is not None:
+        if trainer.optimizer is not None:
             for param in self.member_parameters():
-                self.optimizer.state.pop(param, None)
-        population.scores = scores.tolist()
-        population.selected = selected
-        population.soup_error = error
-        self._activate_member(self._scheduled_member())
-        metrics = self._metrics["train"]
-        for k in range(population.size):
-            metrics[f"population/score_{k}"].append(population.scores[k])
+                trainer.optimizer.state.pop(param, None)
+        state.scores = scores.tolist()
+        state.selected = selected
+        state.soup_error = error
+        self.activate_member(self.scheduled_member())
+        metrics = trainer._metrics["train"]
+        for k in range(state.size):
+            metrics[f"population/score_{k}"].append(state.scores[k])
             metrics[f"population/diversity_{k}"].append(float(diversity[k]))
             metrics[f"population/max_reward_{k}"].append(float(max_reward[k]))
             metrics[f"population/selected_{k}"].append(float(k in selected))
         metrics["population/soup_error"].append(error)
-        metrics["population/soups"].append(float(population.soups))
+        metrics["population/soups"].append(float(state.soups))
 
     # ----------------------------------------------------------------------------- checkpoints
-    def population_state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """Population bookkeeping plus each member's method state (member weights and Adam state are in the
         checkpoint's adapters and optimizer.pt)."""
-        diversity = ([s.state_dict() for s in self.member_diversity_states()]
-                     if hasattr(self, "diversity_state") else None)
-        return {"population": asdict(self.population), "member_diversity": diversity}
+        return {"population": asdict(self.state),
+                "member_diversity": [s.state_dict() for s in self.member_diversity_states()]}
 
-    def load_population_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `population_state_dict` returned (the population size must match)."""
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned (the population size must match)."""
         saved = PopulationState(**state["population"])
-        if saved.size != self.population.size:
+        if saved.size != self.state.size:
             raise ValueError(f"resume_from_checkpoint: the checkpoint's population has {saved.size} members but "
-                             f"DivRLConfig.population_size is {self.population.size}")
-        self.population = saved
+                             f"DivRLConfig.population_size is {self.state.size}")
+        self.state = saved
         if state["member_diversity"] is not None:
             for member_state, saved_state in zip(self.member_diversity_states(), state["member_diversity"],
                                                  strict=True):
                 member_state.load_state_dict(saved_state)
-        self._activate_member(saved.active)
+        self.activate_member(saved.active)
