@@ -130,3 +130,52 @@ def test_a_registered_method_is_off_for_configs_without_its_fields(tmp_path: Pat
         assert method not in active(make_config(tmp_path))  # a plain DivRLConfig lacks short_bonus: off, no error
     finally:
         REGISTRY.pop(method.name)
+
+
+# ------------------------------------------------------------------ the shape issue 30 asks for
+def test_the_trainer_is_flat() -> None:
+    from trl import GRPOTrainer
+
+    from divrl import DivRLTrainer
+
+    assert DivRLTrainer.__bases__ == (GRPOTrainer,)
+
+
+def _module_imports(root: Path) -> dict[str, set[str]]:
+    """Module -> the divrl modules it imports anywhere (a lazy import inside a function is a circle too: the two
+    modules still cannot be read or moved apart)."""
+    import ast
+
+    modules = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module in modules:
+                edges.add(node.module)
+                edges |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules}
+        graph[name] = edges - {name}
+    return graph
+
+
+def test_no_import_circle_in_divrl() -> None:
+    graph = _module_imports(Path(__file__).resolve().parents[1] / "src" / "divrl")
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(target):] + [target]))
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])

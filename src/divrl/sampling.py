@@ -85,16 +85,6 @@ def add_sampling_arguments(parser: Any, max_new_tokens: int) -> None:
     served.add_argument("--max-concurrency", type=int, default=8, help="requests in flight at once (default 8)")
 
 
-def sampler_from_args(model: str, config: SamplingConfig, args: Any) -> Sampler:
-    """The sampler an evaluator's options ask for: a served model at `--base-url`, else `model` loaded here."""
-    if getattr(args, "base_url", None):
-        from divrl.served import ServedSampler
-
-        return ServedSampler(args.base_url, model, config, api_key_env=args.api_key_env,
-                             timeout=args.request_timeout, max_concurrency=args.max_concurrency)
-    return make_sampler(model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
-
-
 def sampling_config_from_args(args: Any, stop: tuple[str, ...] = (), progress: bool | None = None) -> SamplingConfig:
     """`SamplingConfig` from the options `add_sampling_arguments` added (plus `args.seed`); `progress` defaults
     to `not args.no_progress` (callers with their own progress bar pass False)."""

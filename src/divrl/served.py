@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from divrl.sampling import Prompt, SamplingConfig, truncate_at_stop
+from divrl.sampling import Prompt, Sampler, SamplingConfig, make_sampler, truncate_at_stop
 
 RETRIED_STATUS = (408, 429, 500, 502, 503, 504)
 
@@ -100,3 +100,11 @@ class ServedSampler:
                     for texts in pool.map(lambda s, p=prompt: self._request(p, 1, s), extra_seeds):
                         outputs[index].extend(texts or [""])
         return outputs
+
+
+def sampler_from_args(model: str, config: SamplingConfig, args: Any) -> Sampler:
+    """The sampler an evaluator's options ask for: a served model at `--base-url`, else `model` loaded here."""
+    if getattr(args, "base_url", None):
+        return ServedSampler(args.base_url, model, config, api_key_env=args.api_key_env,
+                             timeout=args.request_timeout, max_concurrency=args.max_concurrency)
+    return make_sampler(model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)

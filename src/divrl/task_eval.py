@@ -46,7 +46,7 @@ def evaluate_task(task: Any, dataset: Any, sampler: Any, samples: int) -> dict[s
 
 
 def _run(args: argparse.Namespace) -> int:
-    from divrl import sampling
+    from divrl import sampling, served
     from divrl.cli import require_at_least
     from divrl.tasks.hypospace.cli import output_directory
     from divrl.train import TaskArguments, task_args_with_overrides
@@ -55,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     task = build_task(args.task, **task_args_with_overrides(TaskArguments(task=args.task, task_arg=args.task_arg)))
     out = output_directory(args.out)
     config = sampling.sampling_config_from_args(args, stop=tuple(getattr(task, "stop_strings", ())))
-    sampler = sampling.sampler_from_args(args.model, config, args)
+    sampler = served.sampler_from_args(args.model, config, args)
     style = resolve_prompt_style(args.prompt_style, sampler.has_chat_template)
     dataset = task.train_dataset(split=args.split, style=style, seed=args.seed, limit=args.limit,
                                  n_exemplars=args.n_exemplars)

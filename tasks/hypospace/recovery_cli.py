@@ -194,7 +194,7 @@ def _sha256(path: Path) -> str:
 def _run(args: argparse.Namespace) -> int:
     import gc
 
-    from divrl import sampling
+    from divrl import sampling, served
     from divrl.cli import require_at_least
     from divrl.tasks.hypospace.common import END_MARKER
     from divrl.tasks.hypospace.recovery import evaluate_recovery, plot_recovery, samples_per_instance
@@ -226,7 +226,7 @@ def _run(args: argparse.Namespace) -> int:
                          **{k: v for k, v in vars(config).items() if k != "progress"}}
     results, partials = [], []
     for label, model in models:
-        sampler = sampling.sampler_from_args(model, config, args)
+        sampler = served.sampler_from_args(model, config, args)
         style = resolve_prompt_style(args.prompt_style, sampler.has_chat_template)
         build = task.prompts_for(style, args.seed, args.test_fraction, args.limit, args.n_exemplars)
         partial = PartialCompletions(out / "partial", {

@@ -84,7 +84,7 @@ def _output_dir(path: str) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from divrl import sampling
+    from divrl import sampling, served
     from divrl.cli import require_at_least
     from divrl.tasks.molecules.evaluate import evaluate_molecules, prompt_rows
     from divrl.tasks.molecules.metrics import check_budget, check_taus
@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
     # The style only formats the drawn examples, so "auto" is checked with base prompts.
     checked_style = "base" if args.prompt_style == "auto" else args.prompt_style
     prompt_rows(args.samples, style=checked_style, prompts=args.prompts, shots=args.shots, seed=args.seed)
-    sampler = sampling.sampler_from_args(args.model, config, args)
+    sampler = served.sampler_from_args(args.model, config, args)
     style = resolve_prompt_style(args.prompt_style, sampler.has_chat_template)
     print(f"{args.model}: {args.samples} samples over {args.prompts} {style} prompts", file=sys.stderr)
     sampling_config = {k: v for k, v in vars(config).items() if k != "progress"}
