@@ -20,7 +20,8 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from divrl.sampling import Prompt, Sampler, SamplingConfig, make_sampler, truncate_at_stop
+from divrl import sampling
+from divrl.sampling import Prompt, Sampler, SamplingConfig, truncate_at_stop
 
 RETRIED_STATUS = (408, 429, 500, 502, 503, 504)
 
@@ -107,4 +108,4 @@ def sampler_from_args(model: str, config: SamplingConfig, args: Any) -> Sampler:
     if getattr(args, "base_url", None):
         return ServedSampler(args.base_url, model, config, api_key_env=args.api_key_env,
                              timeout=args.request_timeout, max_concurrency=args.max_concurrency)
-    return make_sampler(model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
+    return sampling.make_sampler(model, config, backend=args.backend, quantize=args.quantize, dtype=args.dtype)
