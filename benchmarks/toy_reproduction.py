@@ -169,8 +169,8 @@ def hypergrid(stored: dict[str, Any] | None = None) -> dict[str, Any]:
                                   ("ips (exact p)", "ips", config("hypergrid", ips_exact=True)),
                                   ("count", "count", config("hypergrid")),
                                   ("ips+count", "ips+count", config("hypergrid")),
-                                  ("count, c 2", "count", config("hypergrid", count_coef=2.0)),
-                                  ("ips+count, c 2", "ips+count", config("hypergrid", count_coef=2.0))):
+                                  ("count, c 2", "count", config("hypergrid", count_bonus_coef=2.0)),
+                                  ("ips+count, c 2", "ips+count", config("hypergrid", count_bonus_coef=2.0))):
             if name in kept:
                 rows[name] = kept[name]
                 continue
@@ -520,7 +520,8 @@ def notes(results: dict[str, Any]) -> list[str]:
         f"Ideas, where we differ: our GRPO diversity falls further ({grpo['diversity']:.3f} vs the seed's 0.9675, "
         f"multi-seed 0.9507 ± 0.0264) and so does Pop's ({pop['diversity']:.3f} vs 0.9969). By construction, after "
         "every soup the K members are one policy plus restart noise relative to it (each weight tensor moves by "
-        f"pop_sigma = {config('ideas').pop_sigma:g} of the soup tensor's norm, `divrl.core.perturb_relative_`, the "
+        f"population_sigma = {config('ideas').population_sigma:g} of the soup tensor's norm, "
+        "`divrl.core.perturb_relative_`, the "
         "same rule as the LoRA trainer; the execution-rewards paper's absolute sigma_p = 0.01 is 0.2-0.34 of our MLP's "
         "hidden-layer "
         "weights at the first soup), so the population's ideas are "

@@ -52,8 +52,9 @@ def test_bad_values_give_clear_errors(capsys, tmp_path):
     assert code == 2 and "--initial-logits has 2 values but there are 3 arms" in err
     code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "grpo", "--group-size", "1", "--out", str(tmp_path))
     assert code == 2 and "--group-size must be >= 2, got 1" in err
-    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "pop", "--pop-sigma", "-1", "--out", str(tmp_path))
-    assert code == 2 and "--pop-sigma must be >= 0, got -1.0" in err
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "pop", "--population-sigma", "-1", "--out",
+                           str(tmp_path))
+    assert code == 2 and "--population-sigma must be >= 0, got -1.0" in err
     code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "ips", "--ips-outcome", "peak", "--out",
                            str(tmp_path))
     assert code == 2 and "--ips-outcome applies to --env ideas only" in err
@@ -131,3 +132,19 @@ def test_grid_and_ideas_schemas(capsys, tmp_path):
     doc = json.loads((tmp_path / "i" / "metrics.json").read_text())
     check_schema(doc, "ideas", ["grpo", "maxent"], 3, IDEA_METRICS)
     assert (tmp_path / "i" / "complexity_hist.png").exists()
+
+
+def test_old_flags_still_work_with_a_warning(capsys):
+    """Toy flags now carry DivRLConfig's names (--count-bonus-coef, ...); the old ones set the same field."""
+    import argparse
+
+    from divrl.toy.cli import register, train_config
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    common = ["toy", "--env", "bandit", "--methods", "pop+count", "--out", "unused"]
+    old = train_config(parser.parse_args([*common, "--count-coef", "0.7", "--pop-top", "2"]))
+    assert "--count-coef is deprecated, use --count-bonus-coef" in capsys.readouterr().err
+    new = train_config(parser.parse_args([*common, "--count-bonus-coef", "0.7", "--population-top-m", "2"]))
+    assert capsys.readouterr().err == ""
+    assert old == new and (new.count_bonus_coef, new.population_top_m) == (0.7, 2)

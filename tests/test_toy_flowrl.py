@@ -150,8 +150,8 @@ def test_closest_interior_fixed_point_is_a_fixed_point_no_beta_beats():
 
 def test_runs_are_deterministic_and_population_soups_log_z():
     env = make_hypergrid(dim=2, side=5)
-    cfg = TrainConfig(steps=12, group_size=8, lr=0.05, population=3, pop_interval=4, pop_top=2, pop_sigma=0.0,
-                      flowrl_beta=1.0)
+    cfg = TrainConfig(steps=12, group_size=8, lr=0.05, population_size=3, population_interval=4, population_top_m=2,
+                      population_sigma=0.0, flowrl_beta=1.0)
     first, second = train(env, "pop+flowrl", cfg, [7, 8]), train(env, "pop+flowrl", cfg, [7, 8])
     for name in TABULAR_METRICS:
         assert np.array_equal(first.curves[name], second.curves[name])

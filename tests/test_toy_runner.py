@@ -11,8 +11,8 @@ from divrl.toy.policies import Rollout
 from divrl.toy.runner import IDEA_METRICS, TABULAR_METRICS, TrainConfig, Trainer, train
 
 BANDIT = make_bandit([1, 2, 3, 4])
-IDEAS_CFG = TrainConfig(steps=4, group_size=4, lr=3e-4, updates_per_batch=2, kl_coef=0.01, population=3,
-                        pop_interval=2, pop_top=2)
+IDEAS_CFG = TrainConfig(steps=4, group_size=4, lr=3e-4, updates_per_batch=2, kl_coef=0.01, population_size=3,
+                        population_interval=2, population_top_m=2)
 
 
 def test_method_parsing():
@@ -36,14 +36,14 @@ def test_method_parsing():
 
 
 def test_config_validation_names_the_cli_flag_and_range():
-    with pytest.raises(ValueError, match=r"--pop-top must be in \[1, --population\] = \[1, 2\], got 3"):
-        TrainConfig(steps=1, group_size=4, lr=0.1, population=2, pop_top=3)
+    with pytest.raises(ValueError, match=r"--population-top-m must be in \[1, --population-size\] = \[1, 2\], got 3"):
+        TrainConfig(steps=1, group_size=4, lr=0.1, population_size=2, population_top_m=3)
     with pytest.raises(ValueError, match="--optimizer must be adam or sgd, got 'rmsprop'"):
         TrainConfig(steps=1, group_size=4, lr=0.1, optimizer="rmsprop")
     with pytest.raises(ValueError, match="^--group-size must be >= 2, got 1$"):
         TrainConfig(steps=1, group_size=1, lr=0.1)
-    with pytest.raises(ValueError, match="--pop-sigma must be >= 0, got -1"):  # not only at the first soup
-        TrainConfig(steps=1, group_size=4, lr=0.1, pop_sigma=-1.0)
+    with pytest.raises(ValueError, match="--population-sigma must be >= 0, got -1"):  # not only at the first soup
+        TrainConfig(steps=1, group_size=4, lr=0.1, population_sigma=-1.0)
     with pytest.raises(ValueError, match="--lr must be > 0, got nan; --updates must be >= 1, got 0"):
         TrainConfig(steps=1, group_size=4, lr=float("nan"), updates_per_batch=0)
     with pytest.raises(ValueError, match="--ips-outcome must be one of peak, grid4, cell"):
@@ -70,7 +70,7 @@ def test_ips_converges_to_reward_proportional_and_grpo_collapses():
 @pytest.mark.parametrize("method", ["pop+ips+qd", "maxent+fkl"])
 def test_runs_are_deterministic_per_seed(method):
     env = make_hypergrid(dim=2, side=5)
-    cfg = TrainConfig(steps=12, group_size=8, lr=0.05, population=3, pop_interval=4, pop_top=2)
+    cfg = TrainConfig(steps=12, group_size=8, lr=0.05, population_size=3, population_interval=4, population_top_m=2)
     first, second = train(env, method, cfg, [7, 8]), train(env, method, cfg, [7, 8])
     for name in TABULAR_METRICS:
         assert np.array_equal(first.curves[name], second.curves[name])
@@ -91,7 +91,7 @@ def test_ideas_run_all_components_deterministically():
 
 
 def test_population_step_restarts_members_from_the_soup():
-    cfg = TrainConfig(steps=1, group_size=4, lr=3e-4, population=4, pop_top=2, pop_sigma=0.0)
+    cfg = TrainConfig(steps=1, group_size=4, lr=3e-4, population_size=4, population_top_m=2, population_sigma=0.0)
     trainer = Trainer(IdeaEnv(), Method.parse("pop"), cfg, [0, 1])
     before = {n: p.detach().clone() for n, p in trainer.params.items()}
     rollout, rewards, _ = trainer.step(0)
@@ -102,9 +102,9 @@ def test_population_step_restarts_members_from_the_soup():
     assert not torch.equal(trainer.params["w3"][0], trainer.params["w3"][4])  # seeds stay separate
     assert not torch.equal(trainer.params["w3"][0], before["w3"][0])
     # The restart noise is relative (the same divrl.core.perturb_relative_ as the LoRA trainer): every member's
-    # copy of every tensor ends at exactly pop_sigma x the soup tensor's norm from the soup.
-    noisy = Trainer(IdeaEnv(), Method.parse("pop"), TrainConfig(steps=1, group_size=4, lr=3e-4, population=4,
-                                                                pop_top=2, pop_sigma=0.2), [0])
+    # copy of every tensor ends at exactly population_sigma x the soup tensor's norm from the soup.
+    noisy = Trainer(IdeaEnv(), Method.parse("pop"), TrainConfig(steps=1, group_size=4, lr=3e-4, population_size=4,
+                                                                population_top_m=2, population_sigma=0.2), [0])
     rollout, rewards, _ = noisy.step(0)
     top = select_top(selection_scores(torch.tensor([mean_pairwise_cosine_distance(rollout.outcomes[m])
                                                     for m in range(4)]), rewards.max(dim=1).values), 2)
@@ -135,7 +135,8 @@ def test_qd_bonus_rewards_new_cells_once():
 
 
 def test_count_bonus_pays_rare_outcomes_across_steps():
-    trainer = Trainer(BANDIT, Method.parse("count"), TrainConfig(steps=1, group_size=4, lr=0.1, count_coef=1.0), [0])
+    trainer = Trainer(BANDIT, Method.parse("count"), TrainConfig(steps=1, group_size=4, lr=0.1, count_bonus_coef=1.0),
+                      [0])
     rollout = fixed_rollout([0, 0, 1, 3])
     rewards = BANDIT.outcome_rewards[rollout.outcomes]
     shaped = trainer.shaped_rewards(rollout, rewards, None)
@@ -147,7 +148,8 @@ def test_count_bonus_pays_rare_outcomes_across_steps():
 
 def test_unlikely_scales_rewards_by_the_samples_likelihood_rank():
     env = make_bandit([1, 1, 1, 1], initial_logits=[3.0, 2.0, 1.0, 0.0])
-    trainer = Trainer(env, Method.parse("unlikely"), TrainConfig(steps=1, group_size=4, lr=0.1, unlikely_beta=0.5), [0])
+    trainer = Trainer(env, Method.parse("unlikely"),
+                      TrainConfig(steps=1, group_size=4, lr=0.1, unlikeliness_beta=0.5), [0])
     rollout = fixed_rollout([2, 0, 3, 1])  # ranks by log-prob: arm 3 least likely (0) ... arm 0 likeliest (3)
     shaped = trainer.shaped_rewards(rollout, torch.ones(1, 4), None)
     assert shaped.tolist() == [[0.875, 0.625, 1.0, 0.75]]
@@ -180,15 +182,15 @@ def test_fp32_residue_of_a_shared_reward_sharpens_grpo_unless_flat_groups_get_ze
 
 
 def test_passk_advantages_and_pass_at_k_metric():
-    trainer = Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk_k=2), [0])
+    trainer = Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk=2), [0])
     shaped = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
     from divrl.core import passk_advantages
 
     assert torch.allclose(trainer.advantages(fixed_rollout([0, 1, 2, 3]), shaped),
                           passk_advantages(shaped.flatten(), 4, 2).view(1, 4))
-    with pytest.raises(ValueError, match="passk needs 2 <= --passk-k < --group-size"):
-        Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk_k=4), [0])
-    run = train(BANDIT, "grpo", TrainConfig(steps=1, group_size=4, lr=1e-9, passk_k=3), [0])
+    with pytest.raises(ValueError, match="passk needs 2 <= --passk < --group-size"):
+        Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk=4), [0])
+    run = train(BANDIT, "grpo", TrainConfig(steps=1, group_size=4, lr=1e-9, passk=3), [0])
     assert run.curves["pass_at_k"][0, 0] == pytest.approx(1 - 0.75**3)  # uniform start: p(best arm) = 1/4
 
 
@@ -236,7 +238,8 @@ def test_ips_scaling_group_and_exact():
 def test_maxent_and_divergences_keep_the_bandit_spread_out():
     # JS is bounded by log 2, so its pull toward the initial policy is weaker than forward KL's: a strong
     # coefficient lets both show their effect within 200 steps.
-    cfg = TrainConfig(steps=200, group_size=16, lr=0.05, target_entropy=1.3, alpha_lr=0.5, dph_coef=10.0)
+    cfg = TrainConfig(steps=200, group_size=16, lr=0.05, maxent_entropy_target=1.3, maxent_alpha_lr=0.5,
+                      divergence_coef=10.0)
     peak = {m: train(BANDIT, m, cfg, [1, 2]).curves["max_outcome_prob"][:, -10:].mean() for m in
             ("grpo", "maxent", "fkl", "js")}
     assert peak["grpo"] > 0.9
@@ -293,11 +296,11 @@ def test_ideas_log_distinct_outcomes_per_group():
 def test_entropy_alpha_is_recorded_and_moves_only_below_target():
     cfg = TrainConfig(steps=3, group_size=4, lr=3e-4)  # target 1.0: below the initial per-coordinate entropy
     maxent = train(IdeaEnv(), "maxent", cfg, [0, 1]).curves
-    assert (maxent["token_entropy"] > cfg.target_entropy).all() and (maxent["entropy_alpha"] == 0).all()
-    high = TrainConfig(steps=3, group_size=4, lr=3e-4, target_entropy=3.0)
+    assert (maxent["token_entropy"] > cfg.maxent_entropy_target).all() and (maxent["entropy_alpha"] == 0).all()
+    high = TrainConfig(steps=3, group_size=4, lr=3e-4, maxent_entropy_target=3.0)
     curves = train(IdeaEnv(), "maxent", high, [0, 1]).curves
     assert (np.diff(curves["entropy_alpha"], axis=1) > 0).all()  # entropy below target: alpha grows every step
-    alpha_after_one = high.alpha_lr * (high.target_entropy - curves["token_entropy"][:, 0])
+    alpha_after_one = high.maxent_alpha_lr * (high.maxent_entropy_target - curves["token_entropy"][:, 0])
     assert np.allclose(curves["entropy_alpha"][:, 0], alpha_after_one, atol=1e-6)
     assert (train(IdeaEnv(), "grpo", high, [0]).curves["entropy_alpha"] == 0).all()  # no controller without maxent
 

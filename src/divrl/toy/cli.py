@@ -14,8 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from divrl.toy.methods import COMPONENTS, Method
-from divrl.toy.options import ENV_DEFAULTS, ENV_OPTIONS, ENVS, TRAIN_OPTIONS
+from divrl.toy.options import DEPRECATED_FLAGS, ENV_DEFAULTS, ENV_OPTIONS, ENVS, TRAIN_OPTIONS
 
+
+class _DeprecatedFlag(argparse.Action):
+    """An old toy flag: stores its value under the new name and says which flag replaces it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        new_flag = TRAIN_OPTIONS[self.dest][0]
+        print(f"divrl toy: {option_string} is deprecated, use {new_flag} (DivRLConfig's name)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 def _float_list(text: str) -> list[float]:
     try:
@@ -61,6 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train = parser.add_argument_group("training (defaults depend on --env)")
     for dest, (flag, kind, text) in TRAIN_OPTIONS.items():
         train.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+    for old_flag, dest in DEPRECATED_FLAGS.items():
+        train.add_argument(old_flag, dest=dest, type=TRAIN_OPTIONS[dest][1], action=_DeprecatedFlag,
+                           help=argparse.SUPPRESS)
     env = parser.add_argument_group("environment")
     env.add_argument("--rewards", type=_float_list, help="bandit: arm rewards, e.g. 1,2,3,4 (default 1,2,3,4)")
     env.add_argument("--initial-logits", type=_float_list, help="bandit: initial policy logits (default 0s)")

@@ -14,7 +14,7 @@ METRIC_HELP = {
     "max_outcome_prob": "probability of the policy's likeliest outcome (1 = collapsed onto one outcome)",
     "distinct_outcomes": "distinct outcomes among the step's samples (all population members for pop)",
     "outcome_freqs": "policy probability of each reported outcome group, compare with the target below",
-    "pass_at_k": "P(at least one of k samples reaches the best reward) = 1 - (1 - p_best)^k, k = --passk-k",
+    "pass_at_k": "P(at least one of k samples reaches the best reward) = 1 - (1 - p_best)^k, k = --passk",
     "mean_reward": "mean execution reward of the step's ideas",
     "max_reward": "best reward of the step (the discovery metric)",
     "diversity": "mean pairwise cosine distance of the step's ideas",

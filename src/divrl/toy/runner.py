@@ -88,29 +88,29 @@ class TrainConfig:
     adv_scale: str = "group"  # group_advantages scaling: group std, batch std or none
     zero_flat_groups: bool = False  # advantage exactly 0 for groups of equal rewards (no fp32 residue)
     kl_coef: float = 0.0  # reverse-KL (k3) weight toward the initial policy
-    dph_coef: float = 0.1  # forward-KL / JS weight for fkl / js (DPH-RL)
+    divergence_coef: float = 0.1  # forward-KL / JS weight for fkl / js (DPH-RL)
     reference_samples: int = 256  # samples per member drawn once from the initial policy for fkl / js
     entropy_coef: float = 0.0  # fixed entropy bonus (the IPS paper regularises every hyper-grid method)
-    target_entropy: float = 1.0  # maxent: per-token entropy target H*
-    alpha_lr: float = 0.01  # maxent: dual-descent step of the entropy coefficient
+    maxent_entropy_target: float = 1.0  # maxent: per-token entropy target H*
+    maxent_alpha_lr: float = 0.01  # maxent: dual-descent step of the entropy coefficient
     ips_epsilon: float = 1e-3
     ips_exact: bool = False  # tabular only: divide by the exact outcome probability, not the group frequency
     ips_outcome: str = "peak"  # ideas only: what counts as one outcome for IPS (envs.IDEA_OUTCOMES)
     semantic_threshold: float = 0.6  # ideas with ips_outcome 'semantic': cosine at which an idea joins a class
-    beta_new: float = 0.5
-    beta_imp: float = 0.3
-    novelty_capacity: int = 512
+    qd_beta_new: float = 0.5
+    qd_beta_imp: float = 0.3
+    novelty_memory_size: int = 512
     novelty_k: int = 5
-    novelty_gamma: float = 0.3
+    novelty_coef: float = 0.3
     length_bins: int = 3
-    population: int = 5
-    pop_interval: int = 10
-    pop_top: int = 3
-    pop_sigma: float = 0.2  # relative to the soup (see divrl.core.perturb_relative_)
-    count_coef: float = 0.5  # count: c of c / sqrt(1 + n(x, o)), as DivRLConfig's preset
-    count_scope: str = "prompt"  # count: 'prompt' (n per prompt and outcome) or 'global' (over prompts; ideas only)
-    unlikely_beta: float = 0.25  # unlikely: beta_rank (the release's Lean recipe)
-    passk_k: int = 4  # passk: k of the best-of-k advantages; every method's pass_at_k metric uses it too
+    population_size: int = 5
+    population_interval: int = 10
+    population_top_m: int = 3
+    population_sigma: float = 0.2  # relative to the soup (see divrl.core.perturb_relative_)
+    count_bonus_coef: float = 0.5  # count: c of c / sqrt(1 + n(x, o)), as DivRLConfig's preset
+    count_bonus_scope: str = "prompt"  # count: 'prompt' (n per prompt and outcome) or 'global' (ideas only)
+    unlikeliness_beta: float = 0.25  # unlikely: beta_rank (the release's Lean recipe)
+    passk: int = 4  # passk: k of the best-of-k advantages; every method's pass_at_k metric uses it too
     cov_ratio: float = 2e-4  # clipcov / klcov: share of a member's batch tokens acted on (at least one)
     cov_kl_coef: float = 1.0  # klcov: coefficient of |log pi - log pi_old|
     clip_high: float = 0.28  # cliphigher: upper ratio clip (DAPO's 0.28, TRL's epsilon_high)
@@ -127,28 +127,29 @@ class TrainConfig:
             "updates_per_batch": (self.updates_per_batch >= 1, at_least_one),
             "clip": (math.isfinite(self.clip) and self.clip > 0, positive),
             "kl_coef": (math.isfinite(self.kl_coef) and self.kl_coef >= 0, non_negative),
-            "dph_coef": (math.isfinite(self.dph_coef) and self.dph_coef >= 0, non_negative),
+            "divergence_coef": (math.isfinite(self.divergence_coef) and self.divergence_coef >= 0, non_negative),
             "reference_samples": (self.reference_samples >= 1, at_least_one),
             "entropy_coef": (math.isfinite(self.entropy_coef) and self.entropy_coef >= 0, non_negative),
-            "target_entropy": (math.isfinite(self.target_entropy), "a finite number"),
-            "alpha_lr": (math.isfinite(self.alpha_lr) and self.alpha_lr > 0, positive),
+            "maxent_entropy_target": (math.isfinite(self.maxent_entropy_target), "a finite number"),
+            "maxent_alpha_lr": (math.isfinite(self.maxent_alpha_lr) and self.maxent_alpha_lr > 0, positive),
             "ips_epsilon": (math.isfinite(self.ips_epsilon) and self.ips_epsilon > 0, positive),
             "ips_outcome": (self.ips_outcome in IDEA_OUTCOMES, "one of " + ", ".join(IDEA_OUTCOMES)),
             "semantic_threshold": (-1 <= self.semantic_threshold <= 1, "a cosine similarity in [-1, 1]"),
-            "beta_new": (math.isfinite(self.beta_new) and self.beta_new >= 0, non_negative),
-            "beta_imp": (math.isfinite(self.beta_imp) and self.beta_imp >= 0, non_negative),
-            "novelty_capacity": (self.novelty_capacity >= 1, at_least_one),
+            "qd_beta_new": (math.isfinite(self.qd_beta_new) and self.qd_beta_new >= 0, non_negative),
+            "qd_beta_imp": (math.isfinite(self.qd_beta_imp) and self.qd_beta_imp >= 0, non_negative),
+            "novelty_memory_size": (self.novelty_memory_size >= 1, at_least_one),
             "novelty_k": (self.novelty_k >= 1, at_least_one),
-            "novelty_gamma": (math.isfinite(self.novelty_gamma) and self.novelty_gamma >= 0, non_negative),
+            "novelty_coef": (math.isfinite(self.novelty_coef) and self.novelty_coef >= 0, non_negative),
             "length_bins": (self.length_bins >= 1, at_least_one),
-            "population": (self.population >= 1, at_least_one),
-            "pop_interval": (self.pop_interval >= 1, at_least_one),
-            "pop_top": (1 <= self.pop_top <= self.population, f"in [1, --population] = [1, {self.population}]"),
-            "pop_sigma": (math.isfinite(self.pop_sigma) and self.pop_sigma >= 0, non_negative),
-            "count_coef": (math.isfinite(self.count_coef) and self.count_coef >= 0, non_negative),
-            "count_scope": (self.count_scope in COUNT_SCOPES, "one of " + ", ".join(COUNT_SCOPES)),
-            "unlikely_beta": (0 <= self.unlikely_beta <= 1, "in [0, 1]"),
-            "passk_k": (self.passk_k >= 1, at_least_one),
+            "population_size": (self.population_size >= 1, at_least_one),
+            "population_interval": (self.population_interval >= 1, at_least_one),
+            "population_top_m": (1 <= self.population_top_m <= self.population_size,
+                                 f"in [1, --population-size] = [1, {self.population_size}]"),
+            "population_sigma": (math.isfinite(self.population_sigma) and self.population_sigma >= 0, non_negative),
+            "count_bonus_coef": (math.isfinite(self.count_bonus_coef) and self.count_bonus_coef >= 0, non_negative),
+            "count_bonus_scope": (self.count_bonus_scope in COUNT_SCOPES, "one of " + ", ".join(COUNT_SCOPES)),
+            "unlikeliness_beta": (0 <= self.unlikeliness_beta <= 1, "in [0, 1]"),
+            "passk": (self.passk >= 1, at_least_one),
             "cov_ratio": (0 < self.cov_ratio <= 1, "in (0, 1]"),
             "cov_kl_coef": (math.isfinite(self.cov_kl_coef) and self.cov_kl_coef >= 0, non_negative),
             "clip_high": (math.isfinite(self.clip_high) and self.clip_high > 0, positive),
@@ -187,14 +188,14 @@ class Trainer:
         if cfg.ips_exact and isinstance(env, IdeaEnv):
             raise ValueError("--ips-exact needs a tabular environment (bandit, multiplicity, hypergrid): "
                              "ideas are continuous, their outcome probability is not known exactly")
-        if method.passk and not 2 <= cfg.passk_k < cfg.group_size:
-            raise ValueError(f"passk needs 2 <= --passk-k < --group-size, got --passk-k {cfg.passk_k} with "
+        if method.passk and not 2 <= cfg.passk < cfg.group_size:
+            raise ValueError(f"passk needs 2 <= --passk < --group-size, got --passk {cfg.passk} with "
                              f"--group-size {cfg.group_size}")
         if method.cov == "kl_cov" and cfg.updates_per_batch < 2:
             raise ValueError("klcov penalises |log pi - log pi_old|, which is 0 with zero gradient on a batch's first "
                              "update: set --updates 2 or more")
         self.env, self.method, self.cfg, self.seeds = env, method, cfg, seeds
-        self.members = cfg.population if method.pop else 1
+        self.members = cfg.population_size if method.pop else 1
         num = len(seeds) * self.members
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         if isinstance(env, IdeaEnv):
@@ -214,9 +215,9 @@ class Trainer:
         optimizer = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
         self.optimizer = optimizer(list(self.trainable.values()), lr=cfg.lr)
         self.archives = [GridArchive(env.archive_dims, env.archive_ranges) for _ in range(num)]
-        self.novelty = [NoveltyMemory(cfg.novelty_capacity, cfg.novelty_k, cfg.novelty_gamma) for _ in range(num)]
-        self.alphas = [AdaptiveEntropyCoefficient(cfg.target_entropy, cfg.alpha_lr) for _ in range(num)]
-        self.counts = [OutcomeCounts(cfg.count_coef, cfg.count_scope) for _ in range(num)]
+        self.novelty = [NoveltyMemory(cfg.novelty_memory_size, cfg.novelty_k, cfg.novelty_coef) for _ in range(num)]
+        self.alphas = [AdaptiveEntropyCoefficient(cfg.maxent_entropy_target, cfg.maxent_alpha_lr) for _ in range(num)]
+        self.counts = [OutcomeCounts(cfg.count_bonus_coef, cfg.count_bonus_scope) for _ in range(num)]
         self.clusters = [LeaderClusters(cfg.semantic_threshold) for _ in range(num)]
         self._keys: tuple[Rollout, torch.Tensor] | None = None  # this step's outcome keys (semantic ones are stateful)
         self.entropy = torch.zeros(num)  # mean token entropy per member of the latest batch, before its update
@@ -283,14 +284,14 @@ class Trainer:
             with torch.no_grad():
                 logp = self.policy.evaluate(self.params, rollout)[0]
             mean_logp = masked_mean(logp, rollout.mask, -1)
-            factors = unlikeliness_factors(mean_logp.flatten(), cfg.group_size, cfg.unlikely_beta)
+            factors = unlikeliness_factors(mean_logp.flatten(), cfg.group_size, cfg.unlikeliness_beta)
             shaped = shaped * factors.view_as(shaped)
         bonus = torch.zeros_like(rewards)
         if method.qd:
             descriptors = self._descriptors(rollout).numpy()
             for p, archive in enumerate(self.archives):
                 statuses = archive.add(descriptors[p], rewards[p].numpy())
-                bonus[p] += archive_bonus(statuses, cfg.beta_new, cfg.beta_imp)
+                bonus[p] += archive_bonus(statuses, cfg.qd_beta_new, cfg.qd_beta_imp)
         if method.maxent:
             embeddings = self._embeddings(rollout)
             for p, memory in enumerate(self.novelty):
@@ -308,7 +309,7 @@ class Trainer:
         each member."""
         cfg = self.cfg
         if self.method.passk:
-            flat = passk_advantages(shaped.flatten(), cfg.group_size, cfg.passk_k, scale=cfg.adv_scale != "none")
+            flat = passk_advantages(shaped.flatten(), cfg.group_size, cfg.passk, scale=cfg.adv_scale != "none")
         elif self.method.maxent:
             flat = length_conditional_advantages(shaped.flatten(), self._lengths(rollout).flatten(),
                                                  cfg.group_size, cfg.length_bins)
@@ -379,7 +380,7 @@ class Trainer:
             elif self.ref_rollout is not None:
                 logp_on_ref = policy.evaluate(self.params, self.ref_rollout)[0]
                 div = per_token_divergence(logp_on_ref, self.ref_logp, method.divergence, samples_from="reference")
-                loss = loss + cfg.dph_coef * self._per_member_mean(div, self.ref_rollout.mask)
+                loss = loss + cfg.divergence_coef * self._per_member_mean(div, self.ref_rollout.mask)
             if method.cov == "kl_cov":
                 loss = loss + cfg.cov_kl_coef * self._per_member_mean((logp - old_logp).abs() * selected, mask)
             loss = loss - entropy_coef * member_entropy
@@ -428,13 +429,13 @@ class Trainer:
                 support = range(self.env.num_outcomes)
                 diversity = [outcome_entropy(empirical_distribution(keys[m].tolist(), support)) for m in block]
             scores = selection_scores(torch.tensor(diversity), rewards[s * k : (s + 1) * k].max(dim=1).values)
-            top = select_top(scores, cfg.pop_top)
+            top = select_top(scores, cfg.population_top_m)
             soup = average_state_dicts([{n: p[s * k + m] for n, p in self.trainable.items()} for m in top])
             for name, param in self.trainable.items():
                 param[s * k : (s + 1) * k] = soup[name]
-            # Each member's copy of each tensor moves by exactly pop_sigma x the soup tensor's norm.
+            # Each member's copy of each tensor moves by exactly population_sigma x the soup tensor's norm.
             perturb_relative_([param[s * k + m] for m in range(k) for param in self.trainable.values()],
-                              cfg.pop_sigma, generator)
+                              cfg.population_sigma, generator)
 
     def step(self, step: int) -> tuple[Rollout, torch.Tensor, torch.Tensor | None]:
         """One sample-score-update iteration; returns the batch, its rewards and the pre-update distribution."""
@@ -446,7 +447,7 @@ class Trainer:
         if self.method.maxent:
             for alpha, h in zip(self.alphas, self.entropy.tolist()):
                 alpha.update(h)
-        if self.method.pop and (step + 1) % self.cfg.pop_interval == 0:
+        if self.method.pop and (step + 1) % self.cfg.population_interval == 0:
             self.population_step(rollout, rewards)
         return rollout, rewards, dist
 
@@ -527,7 +528,7 @@ def _train(
             if tabular:
                 assert member_dists is not None and final_dist is not None
                 seed_dist = member_dists.mean(0).double()  # the population's mixture for pop
-                values = _tabular_metrics(env, seed_dist, outcomes, cfg.passk_k)
+                values = _tabular_metrics(env, seed_dist, outcomes, cfg.passk)
                 if step >= cfg.steps - window:
                     final_dist[s] += seed_dist / window
             else:
