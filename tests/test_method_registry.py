@@ -83,7 +83,7 @@ def short_answer_method():
                 raise ValueError(f"DivRLConfig.short_max_chars must be >= 1, got {args.short_max_chars}")
 
         def shape_rewards(self, step: RewardStep) -> None:
-            short = [len(text) <= self.args.short_max_chars for text in step.gather(step.texts)]
+            short = [len(text) <= self.args.short_max_chars for text in step.texts()]
             for row, is_short in enumerate(short):
                 if is_short and step.primary[row] > 0:
                     step.bonus[row] += self.args.short_bonus

@@ -7,6 +7,7 @@ README "Add a method" walks through one.
 """
 
 import importlib
+from typing import Any
 
 from divrl.methods.base import (
     REGISTRY,
@@ -38,6 +39,22 @@ def config_classes() -> tuple[type, ...]:
     return tuple(method.Config for method in REGISTRY.values())
 
 
+def method_args(**values: Any) -> Any:
+    """Every registered method's fields at their defaults, `values` set: the `args` a backend other than
+    DivRLTrainer (the toy backend) gives the method objects. Unknown names raise a TypeError naming them."""
+    from dataclasses import dataclass, fields
+
+    from divrl.trainers._fields import Unset
+
+    args_class = dataclass(type("MethodArgs", config_classes(), {}))
+    args = args_class(**values)
+    for spec in fields(args):
+        value = getattr(args, spec.name)
+        if isinstance(value, Unset):
+            setattr(args, spec.name, value.value)
+    return args
+
+
 __all__ = ["METHOD_MODULES", "REGISTRY", "AdvantageStep", "Card", "LossStep", "Method", "RewardStep", "Stage",
-           "active", "config_classes", "configurable", "counts_outcomes", "load_method_states", "method_states",
-           "methods", "presets_of", "register"]
+           "active", "config_classes", "configurable", "counts_outcomes", "load_method_states", "method_args",
+           "method_states", "methods", "presets_of", "register"]

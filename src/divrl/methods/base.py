@@ -180,12 +180,13 @@ def presets_of(*names: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------- per-step objects
 @dataclass
 class RewardStep:
-    """What REWARD methods read and edit: the global batch in group order (rows = completions of every process).
+    """What REWARD methods read and edit: one batch of completions in group order (the trainer's global batch, all
+    processes; the toy backend's batch of one member).
 
     `rewards_per_func` (rows, columns) holds the task's columns first and, when a bonus method is on, the
     `divrl_bonus` column last; methods scale task columns in place and add bonuses to `bonus`. `task_reward` and
-    `primary` are taken before any shaping. Hooks run on this process's completions (`texts`, `columns`) and are
-    gathered with `gather`.
+    `primary` are taken before any shaping. What a method needs of the completions comes from the callables, so the
+    same method object runs on the LLM trainer (task hooks on texts) and on the toy backend (its environments).
     """
 
     rewards_per_func: torch.Tensor
@@ -193,11 +194,10 @@ class RewardStep:
     task_reward: torch.Tensor  # (rows,) weighted task reward, NaN where unscorable; on the CPU
     primary: torch.Tensor  # (rows,) the first reward function's score (validity for HypoSpace); on the CPU
     group: int  # completions per prompt
-    texts: list[str]  # this process's completions
-    columns: list[dict[str, Any]]  # their dataset rows as hook keyword arguments
-    prompts: list[Any]  # their prompts
-    completion_ids: list[list[int]]
-    gather: Callable[[list], list]  # every process's list, in rank order
+    texts: Callable[[], list[str]]  # the completions' text
+    outcome_keys: Callable[[], list[Any]]  # each completion's outcome from the task (`task.outcome_key` or text)
+    descriptors: Callable[[], list[Any]]  # each completion's behaviour descriptor (`task.behavior`), or None
+    prompt_keys: Callable[[], list[Any]]  # a key naming each completion's prompt
     embeddings: Callable[[str], torch.Tensor]  # (rows, dim) embeddings of a kind ('ngram', 'hidden', 'task')
     sequence_logps: Callable[[], torch.Tensor]  # (rows,) mean log-prob under the sampling policy
     metrics: dict[str, list[float]]

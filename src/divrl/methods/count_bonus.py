@@ -12,7 +12,6 @@ from divrl.core import OutcomeCounts
 from divrl.core.counts import COUNT_SCOPES
 from divrl.methods import papers
 from divrl.methods.base import Card, Method, RewardStep, Stage, register
-from divrl.task import prompt_key
 from divrl.trainers._fields import Unset, _help, check, check_choice
 
 
@@ -72,7 +71,7 @@ class CountBonus(Method):
         self.counts.load_state_dict(state)
 
     def shape_rewards(self, step: RewardStep) -> None:
-        contexts = step.gather([prompt_key(p) for p in step.prompts])
+        contexts = step.prompt_keys()
         valid_keys = [key if reward > 0 else None for key, reward in zip(step.keys, step.primary.tolist(), strict=True)]
         bonus = self.counts.bonus(contexts, valid_keys)
         step.metrics["count/bonus"].append(bonus.mean().item())

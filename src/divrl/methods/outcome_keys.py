@@ -112,5 +112,4 @@ class OutcomeKeys(Method):
             step.keys = self.clusters.assign(step.embeddings(self.args.semantic_embedding))
             step.metrics["semantic/classes"].append(float(len(self.clusters)))
         else:
-            step.keys = step.gather([self.hooks.outcome_key(t, **c)
-                                     for t, c in zip(step.texts, step.columns, strict=True)])
+            step.keys = step.outcome_keys()

@@ -12,7 +12,7 @@ from divrl.core import GridArchive, archive_bonus
 from divrl.core.archive import AddStatus
 from divrl.methods import papers
 from divrl.methods.base import Card, Method, RewardStep, Stage, register
-from divrl.task import has_hook, prompt_key
+from divrl.task import has_hook
 from divrl.trainers._fields import Unset, _help, check, check_choice
 from divrl.trainers.hooks import checked_behavior, refuse
 
@@ -121,12 +121,12 @@ class QD(Method):
     def shape_rewards(self, step: RewardStep) -> None:
         eligible = step.primary > self.args.qd_min_reward
         objectives = step.task_reward.where(eligible, math.nan).tolist()
-        descriptors = step.gather([self.hooks.behavior(t, **c) for t, c in zip(step.texts, step.columns, strict=True)])
+        descriptors = step.descriptors()
         if self.args.qd_archive == "global":
             statuses = self.archive(GLOBAL_ARCHIVE).add(descriptors, objectives)
             archives = [self.archive(GLOBAL_ARCHIVE)]
         else:
-            keys = step.gather([prompt_key(p) for p in step.prompts])
+            keys = step.prompt_keys()
             statuses = []
             for start in range(0, len(keys), step.group):
                 rows = slice(start, start + step.group)

@@ -9,8 +9,12 @@ c / sqrt(1 + n) for each rewarded outcome, n = its count over the run), `unlikel
 1 - beta rank / G, rank by the sample's mean log-prob), `passk` (best-of-k advantages), `clipcov` / `klcov`
 (Clip-Cov / KL-Cov on the tokens whose log-prob and advantage covary most), and TRL's own levers as baselines:
 `cliphigher` (the ratio's upper clip at `clip_high`) and `topentropy` (the loss on each member's highest-entropy
-tokens only, as TRL's `top_entropy_quantile`). All algorithmic pieces come from `divrl.core` (the two TRL levers
-mirror TRL's own code, which the trainers run); this module only wires them to the toy policies.
+tokens only, as TRL's `top_entropy_quantile`). The reward-shaping and advantage components (ips, qd, maxent's
+novelty and length bins, count, unlikely, passk, zero flat groups) run the LLM trainer's own method objects
+(`divrl.methods`), one set per member, in the trainer's order, so the toy is an executable specification of the
+trainer's REWARD and ADVANTAGE stages; maxent's entropy controller is its method's too. The loss-side components
+(divergences, Clip-Cov / KL-Cov, FlowRL, the population) act on the toy policies' own loss with `divrl.core`
+functions (the two TRL levers mirror TRL's own code, which the trainers run).
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
 """
@@ -18,9 +22,11 @@ with its own random generator, so a seed's run does not depend on which other se
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,26 +35,19 @@ from divrl.core import (
     COUNT_SCOPES,
     FLOWRL_BETA,
     AdaptiveEntropyCoefficient,
-    GridArchive,
     LeaderClusters,
-    NoveltyMemory,
-    OutcomeCounts,
-    archive_bonus,
     average_state_dicts,
     clip_cov_selection,
     distinct_outcomes,
     empirical_distribution,
     group_advantages,
-    ips_scale,
     ips_scale_exact,
     kl_cov_selection,
     kl_divergence,
     l1_distance,
-    length_conditional_advantages,
     masked_mean,
     mean_pairwise_cosine_distance,
     outcome_entropy,
-    passk_advantages,
     per_token_divergence,
     perturb_relative_,
     ppo_clipped,
@@ -56,14 +55,14 @@ from divrl.core import (
     selection_scores,
     token_covariance,
     trajectory_balance_loss,
-    unlikeliness_factors,
-    without_flat_groups,
 )
 from divrl.core.ips import distinct_outcomes_per_group
+from divrl.methods import AdvantageStep, RewardStep, Stage, active, method_args
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
 from divrl.toy.methods import Method
 from divrl.toy.options import TRAIN_OPTIONS
 from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
+from divrl.trainers.hooks import TaskHooks
 
 # Recorded for every method; token_entropy / entropy_alpha show what maxent's entropy controller sees and does.
 CONTROLLER_METRICS = ("token_entropy", "entropy_alpha")
@@ -214,11 +213,15 @@ class Trainer:
         self.trainable: Params = {**self.params, "log_z": self.log_z} if method.flowrl else self.params
         optimizer = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
         self.optimizer = optimizer(list(self.trainable.values()), lr=cfg.lr)
-        self.archives = [GridArchive(env.archive_dims, env.archive_ranges) for _ in range(num)]
-        self.novelty = [NoveltyMemory(cfg.novelty_memory_size, cfg.novelty_k, cfg.novelty_coef) for _ in range(num)]
-        self.alphas = [AdaptiveEntropyCoefficient(cfg.maxent_entropy_target, cfg.maxent_alpha_lr) for _ in range(num)]
-        self.counts = [OutcomeCounts(cfg.count_bonus_coef, cfg.count_bonus_scope) for _ in range(num)]
-        self.clusters = [LeaderClusters(cfg.semantic_threshold) for _ in range(num)]
+        # Each member's objects of the divrl methods it runs (`divrl.methods`): the LLM trainer's own, with their state.
+        self.method_args = _method_args(env, method, cfg)
+        hooks = TaskHooks(behavior_dims=len(env.archive_dims))
+        self.member_methods = [{m.name: m(self.method_args, hooks) for m in active(self.method_args)}
+                               for _ in range(num)]
+        self.alphas = [methods["maxent_entropy"].controller if "maxent_entropy" in methods
+                       else AdaptiveEntropyCoefficient(cfg.maxent_entropy_target, cfg.maxent_alpha_lr)
+                       for methods in self.member_methods]
+        self.clusters = [LeaderClusters(cfg.semantic_threshold) for _ in range(num)]  # semantic keys of the metrics
         self._keys: tuple[Rollout, torch.Tensor] | None = None  # this step's outcome keys (semantic ones are stateful)
         self.entropy = torch.zeros(num)  # mean token entropy per member of the latest batch, before its update
         self.ref_rollout: Rollout | None = None
@@ -247,7 +250,7 @@ class Trainer:
             return rollout.outcomes
         if self.cfg.ips_outcome != "semantic":
             return self.env.outcome_key(rollout.outcomes, self.cfg.ips_outcome)
-        if self._keys is None or self._keys[0] is not rollout:
+        if self._keys is None or self._keys[0] is not rollout:  # no method counted outcomes in this batch
             keys = torch.tensor([c.assign(ideas) for c, ideas in zip(self.clusters, rollout.outcomes, strict=True)])
             self._keys = (rollout, keys)
         return self._keys[1]
@@ -267,56 +270,56 @@ class Trainer:
 
     # -- the method ------------------------------------------------------------------------------------
     def shaped_rewards(self, rollout: Rollout, rewards: torch.Tensor, dist: torch.Tensor | None) -> torch.Tensor:
-        """Task reward -> IPS scaling -> unlikeliness -> + archive bonus -> + novelty -> + count bonus, per member
-        (P, N)."""
-        cfg, method = self.cfg, self.method
+        """Each member's task rewards through its REWARD methods (`divrl.methods`, in the trainer's order: outcome
+        keys, IPS, unlikeliness, then the QD, novelty and count bonuses), the member's batch being one trainer step's
+        batch: (P, N). `--ips-exact` (tabular only) divides by the exact outcome probability instead of IPS."""
         shaped = rewards
-        if method.ips:
-            if cfg.ips_exact:
-                assert dist is not None
-                probs = torch.gather(dist, 1, rollout.outcomes)
-                shaped = ips_scale_exact(rewards, probs, cfg.ips_epsilon)
-            else:
-                keys = self.outcome_keys(rollout).flatten().tolist()
-                scaled = ips_scale(rewards.flatten(), keys, cfg.group_size, cfg.ips_epsilon)
-                shaped = scaled.rewards.view_as(rewards)
-        if method.unlikely:
-            with torch.no_grad():
-                logp = self.policy.evaluate(self.params, rollout)[0]
-            mean_logp = masked_mean(logp, rollout.mask, -1)
-            factors = unlikeliness_factors(mean_logp.flatten(), cfg.group_size, cfg.unlikeliness_beta)
-            shaped = shaped * factors.view_as(shaped)
-        bonus = torch.zeros_like(rewards)
-        if method.qd:
-            descriptors = self._descriptors(rollout).numpy()
-            for p, archive in enumerate(self.archives):
-                statuses = archive.add(descriptors[p], rewards[p].numpy())
-                bonus[p] += archive_bonus(statuses, cfg.qd_beta_new, cfg.qd_beta_imp)
-        if method.maxent:
-            embeddings = self._embeddings(rollout)
-            for p, memory in enumerate(self.novelty):
-                bonus[p] += memory.score(embeddings[p])
-                memory.add(embeddings[p])
-        if method.count:  # rewarded outcomes only, as the trainer counts valid ones
-            keys, prompts = self.outcome_keys(rollout).tolist(), self._prompt_ids(rollout).tolist()
-            for p, counts in enumerate(self.counts):
-                valid = [key if reward > 0 else None for key, reward in zip(keys[p], rewards[p].tolist(), strict=True)]
-                bonus[p] += counts.bonus(prompts, valid)
-        return shaped + bonus
+        if self.method.ips and self.cfg.ips_exact:
+            assert dist is not None
+            shaped = ips_scale_exact(rewards, torch.gather(dist, 1, rollout.outcomes), self.cfg.ips_epsilon)
+        views = _BatchViews(self, rollout)
+        rows = []
+        for p, methods in enumerate(self.member_methods):
+            reward_methods = sorted((m for m in methods.values() if m.stage is Stage.REWARD), key=lambda m: m.order)
+            if not reward_methods:
+                rows.append(shaped[p])
+                continue
+            step = RewardStep(
+                rewards_per_func=shaped[p].unsqueeze(1).clone(), num_task_rewards=1, task_reward=rewards[p],
+                primary=rewards[p], group=self.cfg.group_size, texts=_no_texts,
+                outcome_keys=lambda p=p: views.keys()[p].tolist(),
+                descriptors=lambda p=p: views.descriptors()[p].tolist(),
+                prompt_keys=lambda: self._prompt_ids(rollout).tolist(),
+                embeddings=lambda kind, p=p: views.embeddings()[p].float(),
+                sequence_logps=lambda p=p: views.mean_logps()[p], metrics=defaultdict(list))
+            for method in reward_methods:
+                method.shape_rewards(step)
+            if step.keys is not None:
+                views.counted_keys[p] = step.keys
+            rows.append(step.rewards_per_func[:, 0] + step.bonus)
+        if len(views.counted_keys) == len(self.member_methods):  # the metrics read the keys the methods counted
+            self._keys = (rollout, torch.tensor([views.counted_keys[p] for p in range(len(self.member_methods))]))
+        return torch.stack(rows)
 
     def advantages(self, rollout: Rollout, shaped: torch.Tensor) -> torch.Tensor:
-        """Group-relative advantages (length-conditional for maxent, best-of-k for passk), groups of G inside
-        each member."""
-        cfg = self.cfg
-        if self.method.passk:
-            flat = passk_advantages(shaped.flatten(), cfg.group_size, cfg.passk, scale=cfg.adv_scale != "none")
-        elif self.method.maxent:
-            flat = length_conditional_advantages(shaped.flatten(), self._lengths(rollout).flatten(),
-                                                 cfg.group_size, cfg.length_bins)
-        else:
-            flat = group_advantages(shaped.flatten(), cfg.group_size, cfg.adv_scale)
-        if cfg.zero_flat_groups:
-            flat = without_flat_groups(flat, shaped.flatten(), cfg.group_size)
+        """Group-relative advantages, groups of G inside each member: the ADVANTAGE methods' (length bins for
+        maxent, best-of-k for passk, zero flat groups), else group normalisation."""
+        flat_rewards = shaped.flatten()
+        step = AdvantageStep(summed=flat_rewards, filled=flat_rewards,
+                             unscorable=torch.zeros_like(flat_rewards, dtype=torch.bool),
+                             lengths=self._lengths(rollout).flatten(), group=self.cfg.group_size,
+                             scale_rewards=self.cfg.adv_scale)
+        methods = sorted((m for m in self.member_methods[0].values() if m.stage is Stage.ADVANTAGE),
+                         key=lambda m: m.order)  # stateless: one member's objects serve the whole batch
+        flat = None
+        for method in methods:
+            flat = method.advantages(step) if flat is None else flat
+        if flat is None:
+            flat = group_advantages(flat_rewards, self.cfg.group_size, self.cfg.adv_scale)
+        for method in methods:
+            zeroed = method.zeroed_rows(step)
+            if zeroed is not None:
+                flat = flat.masked_fill(zeroed, 0.0)
         return flat.view_as(shaped)
 
     def _per_member_mean(self, token_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -450,6 +453,65 @@ class Trainer:
         if self.method.pop and (step + 1) % self.cfg.population_interval == 0:
             self.population_step(rollout, rewards)
         return rollout, rewards, dist
+
+
+def _method_args(env: Env, method: Method, cfg: TrainConfig) -> Any:
+    """The `divrl.methods` fields of a toy run: its components switch the methods on with the run's options."""
+    semantic = isinstance(env, IdeaEnv) and cfg.ips_outcome == "semantic"
+    return method_args(
+        ips=method.ips and not cfg.ips_exact, ips_epsilon=cfg.ips_epsilon,
+        ips_outcome_key="semantic" if semantic else "task", semantic_threshold=cfg.semantic_threshold,
+        qd=method.qd, qd_dims=list(env.archive_dims), qd_ranges=[list(r) for r in env.archive_ranges],
+        qd_beta_new=cfg.qd_beta_new, qd_beta_imp=cfg.qd_beta_imp,
+        maxent_entropy_target=cfg.maxent_entropy_target if method.maxent else None,
+        maxent_alpha_lr=cfg.maxent_alpha_lr, novelty_coef=cfg.novelty_coef if method.maxent else 0.0,
+        novelty_memory_size=cfg.novelty_memory_size, novelty_k=cfg.novelty_k,
+        length_bins=cfg.length_bins if method.maxent else 0,
+        count_bonus_coef=cfg.count_bonus_coef if method.count else 0.0, count_bonus_scope=cfg.count_bonus_scope,
+        unlikeliness_beta=cfg.unlikeliness_beta if method.unlikely else 0.0, passk=cfg.passk if method.passk else 0,
+        zero_flat_groups=cfg.zero_flat_groups)
+
+
+def _no_texts() -> list[str]:
+    raise ValueError("the toy environments have no completion texts: a method that reads them runs on the LLM "
+                     "trainer only")
+
+
+class _BatchViews:
+    """One batch's per-sample views the REWARD methods ask for, computed once on first use: (P, N, ...) each."""
+
+    def __init__(self, trainer: Trainer, rollout: Rollout) -> None:
+        self.trainer, self.rollout = trainer, rollout
+        self.counted_keys: dict[int, list] = {}
+        self._cache: dict[str, torch.Tensor] = {}
+
+    def _get(self, name: str, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+        if name not in self._cache:
+            self._cache[name] = compute()
+        return self._cache[name]
+
+    def keys(self) -> torch.Tensor:
+        """IPS outcome of each sample: the tabular outcome id, or the ideas' `ips_outcome` key."""
+        trainer, rollout = self.trainer, self.rollout
+        if not isinstance(trainer.env, IdeaEnv):
+            return rollout.outcomes
+        return self._get("keys", lambda: trainer.env.outcome_key(rollout.outcomes, trainer.cfg.ips_outcome))
+
+    def descriptors(self) -> torch.Tensor:
+        env, outcomes = self.trainer.env, self.rollout.outcomes
+        return self._get("descriptors", lambda: env.behaviour(outcomes) if isinstance(env, IdeaEnv)
+                         else env.descriptors[outcomes])
+
+    def embeddings(self) -> torch.Tensor:
+        """The ideas themselves, or a tabular outcome's descriptor (the toys' embedding of any kind)."""
+        env, outcomes = self.trainer.env, self.rollout.outcomes
+        return outcomes if isinstance(env, IdeaEnv) else env.descriptors[outcomes]
+
+    @torch.no_grad()
+    def mean_logps(self) -> torch.Tensor:
+        trainer = self.trainer
+        return self._get("mean_logps", lambda: masked_mean(
+            trainer.policy.evaluate(trainer.params, self.rollout)[0], self.rollout.mask, -1))
 
 
 def _tabular_metrics(env: TabularEnv, dist: torch.Tensor, outcomes: torch.Tensor, k: int) -> dict[str, object]:

@@ -64,7 +64,7 @@ from divrl.methods import (
     method_states,
 )
 from divrl.methods.qd import GLOBAL_ARCHIVE  # noqa: F401 (re-exported: the key of the one global archive)
-from divrl.task import completion_text
+from divrl.task import completion_text, prompt_key
 from divrl.trainers.checkpoint import (
     LEGACY_STATE_FILES,
     STATE_FILE,
@@ -397,12 +397,17 @@ class DivRLTrainer(GRPOTrainer):
         rewards_per_func = rewards_per_func.clone()
         texts = [completion_text(c) for c in completions]
         columns = [hook_columns(row) for row in inputs]
+        def per_completion(hook: Any) -> list:  # a task hook on this process's completions, gathered
+            return gather_object([hook(t, **c) for t, c in zip(texts, columns, strict=True)])
+
         step = RewardStep(
             rewards_per_func=rewards_per_func, num_task_rewards=self._num_task_rewards,
             task_reward=self._weighted_task_reward(rewards_per_func).cpu(),
             primary=rewards_per_func[:, 0].cpu(),  # the task's own score (validity for HypoSpace), before shaping
-            group=self.num_generations, texts=texts, columns=columns, prompts=prompts,
-            completion_ids=completion_ids_list, gather=gather_object,
+            group=self.num_generations, texts=lambda: gather_object(texts),
+            outcome_keys=lambda: per_completion(self.hooks.outcome_key),
+            descriptors=lambda: per_completion(self.hooks.behavior),
+            prompt_keys=lambda: gather_object([prompt_key(p) for p in prompts]),
             embeddings=lambda kind: self._global_embeddings(kind, texts, columns, completion_ids_list),
             sequence_logps=self._sequence_logps, metrics=self._metrics["train"])
         for method in self.diversity_state.stage(Stage.REWARD):
