@@ -485,10 +485,17 @@ def notes(results: dict[str, Any]) -> list[str]:
         "Ideas, our choices (the seed gives no peak centres and no lambda): c_i = (2 + 2 i) u_i with u_i random unit "
         "vectors (landscape seed 0), Q(x) = max_i h_i exp(-||x - c_i||^2 / (2 w_i^2)), P_exec lambda = 1. One epoch "
         "= one batch of 8 prompts x 16 ideas followed by 4 clipped gradient steps. The Gaussian head's log-std is "
-        "clamped to [-20, 2] as in SAC: without the clamp MaxEnt's novelty bonus grows the std without bound (we "
-        "measured complexity ~1e9 after 120 epochs). With it MaxEnt's complexity saturates at "
-        f"{maxent['complexity']:.2f}, close to E||N(0, e^4 I_16)|| = 29.1 and to the seed's 29.17 ± 0.22, which "
-        "suggests the seed's policy hit the same clamp.",
+        "clamped to [-20, 2] as in SAC: before novelty paid only executed ideas, MaxEnt's novelty bonus grew the std "
+        "without bound without the clamp (complexity ~1e9 after 120 epochs). " + (
+            f"MaxEnt's complexity saturates at {maxent['complexity']:.2f}, close to E||N(0, e^4 I_16)|| = 29.1 and to "
+            "the seed's 29.17 ± 0.22, which suggests the seed's policy hit the same clamp."
+            if maxent["complexity"] > 25 else
+            f"MaxEnt's complexity is {maxent['complexity']:.2f}, far below the clamp's E||N(0, e^4 I_16)|| = 29.1 and "
+            "the seed's 29.17 ± 0.22: novelty pays only ideas the task scores above 0 (executed ones), as the LLM "
+            "trainer's novelty does (`divrl.methods.novelty`, run by this toy since issue 30), so wandering off "
+            "into ideas that are never executed earns nothing. Until issue 30 the toy paid every idea, and MaxEnt "
+            "expanded to the clamp (29.10) with diversity 0.997 and mean reward -0.0003; now it trades that "
+            "diversity for reward."),
         "Ideas, what an IPS outcome is: the IPS paper counts outcomes as equivalence classes of solutions (a "
         "hypothesis "
         "up to equivalence, a Murcko scaffold), and IPS only reweights when a group's outcomes repeat. Keyed by the "
