@@ -57,7 +57,7 @@ class Method:
     bonus: ClassVar[bool] = False  # adds to the `divrl_bonus` reward column (REWARD stage: `step.bonus`)
     needs_lengths: ClassVar[bool] = False  # ADVANTAGE stage: reads `step.lengths`
     replaces_advantages: ClassVar[bool] = False  # ADVANTAGE stage: `advantages` replaces TRL's (one such method)
-    train_only: ClassVar[bool] = True  # acts on training batches only (False: evaluation batches too)
+    train_only: ClassVar[bool] = True  # ADVANTAGE stage: acts on training batches only (False: evaluation ones too)
 
     def __init__(self, args: Any, hooks: Any) -> None:
         self.args = args

@@ -68,7 +68,6 @@ class Divergence(Method):
     state_key = "rehearsal_cursor"  # the next rehearsal row
     empty_state = 0
     shared = True
-    train_only = False
 
     def __init__(self, args: Any, hooks: Any) -> None:
         super().__init__(args, hooks)

@@ -153,7 +153,6 @@ class FlowRL(Method):
     card = Card("FlowRL", "flowrl", papers.FLOWRL)
     preset = {"flowrl": True}
     shared = True
-    train_only = False
 
     def __init__(self, args: Any, hooks: Any) -> None:
         super().__init__(args, hooks)
