@@ -128,7 +128,7 @@ MODELS: dict[str, dict[str, Any]] = {
                      "max_completion_length": 60, "learning_rate": 5e-5, "max_steps": 40,
                      "activation_checkpointing": False,
                      # No LoRA dropout on the CPU: without it the loss forward computes each group's shared prompt
-                     # once (exact); with it every row would need its own dropout masks (divrl.trainers.cpu_fast).
+                     # once (exact); with it every row would need its own dropout masks (divrl.backends.cpu).
                      "lora_dropout": 0.0},
         # The small base model rarely writes a valid hypothesis (validity ~1%), so a binary reward gives groups
         # with no signal: pay 0.2 for any readable hypothesis (HypoSpace's documented shaped variant).

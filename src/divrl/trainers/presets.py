@@ -50,7 +50,7 @@ class PopulationGRPOTrainer(DivRLTrainer):
 
 class FlowRLTrainer(DivRLTrainer):
     """FlowRL (Zhu et al. 2025; the IPS paper's baseline): trajectory balance with a learned log Z replaces GRPO's
-    surrogate (see `divrl.trainers.flowrl`); reward scale beta_r = 15 and importance clip 0.2 unless configured."""
+    surrogate (see `divrl.methods.flowrl`); reward scale beta_r = 15 and importance clip 0.2 unless configured."""
 
     preset: ClassVar[dict[str, Any]] = presets_of("flowrl")
 
