@@ -75,9 +75,20 @@ class Covariance(Method):
               "'kl_cov' penalises |log pi - log pi_old|, which is 0 with zero gradient on a batch used once: "
               "set num_iterations > 1 (or steps_per_generation > gradient_accumulation_steps)")
 
+    def select(self, per_token_logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+               clipped: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The (batch, tokens) bool mask of the tokens acted on, by covariance of log-prob and advantage over the
+        masked tokens: Clip-Cov draws a random cov_ratio share inside cov_clip_bounds, skipping `clipped` tokens
+        (PPO's clip stops them already); KL-Cov takes the top cov_ratio share. The toy backend calls it per policy."""
+        covariance = token_covariance(per_token_logps, advantages, mask)
+        if self.args.cov_method == "kl_cov":
+            return kl_cov_selection(covariance, self.args.cov_ratio)
+        low, high = self.args.cov_clip_bounds
+        excluded = None if clipped is None else clipped & (mask > 0)
+        return clip_cov_selection(covariance, self.args.cov_ratio, low, high, excluded=excluded, generator=generator)
+
     def edit_loss_logps(self, trainer: Any, inputs: dict[str, Any], per_token_logps: torch.Tensor) -> torch.Tensor:
-        """Clip-Cov: the log-probs with a random cov_ratio share of the tokens whose covariance lies inside
-        cov_clip_bounds detached (no policy gradient through them), skipping those PPO's clip stops already."""
+        """Clip-Cov: the log-probs with the selected tokens detached (no policy gradient through them)."""
         if self.args.cov_method != "clip_cov":
             return per_token_logps
         mask = inputs["completion_mask"].bool()
@@ -85,20 +96,17 @@ class Covariance(Method):
         old = inputs.get("old_per_token_logps")
         log_ratio = per_token_logps.detach() - (per_token_logps.detach() if old is None else old)
         clipped = ppo_clipped(advantages, log_ratio, trainer.epsilon_low, trainer.epsilon_high)
-        low, high = self.args.cov_clip_bounds
-        selected = clip_cov_selection(token_covariance(per_token_logps, advantages, mask), self.args.cov_ratio,
-                                      low, high, excluded=clipped & mask)
+        selected = self.select(per_token_logps, advantages, mask, clipped)
         _log_selection(trainer, selected, mask)
         return torch.where(selected, per_token_logps.detach(), per_token_logps)
 
     def loss_term(self, step: LossStep) -> torch.Tensor | None:
-        """KL-Cov: cov_kl_coef x |log pi - log pi_old| on the top cov_ratio share of tokens by covariance, as a
-        masked token mean scaled for gradient accumulation (on a reused batch only: pi_old exists)."""
+        """KL-Cov: cov_kl_coef x |log pi - log pi_old| on the selected tokens, as a masked token mean scaled for
+        gradient accumulation (on a reused batch only: pi_old exists)."""
         inputs = step.inputs
         if self.args.cov_method != "kl_cov" or step.mode != "train" or inputs.get("old_per_token_logps") is None:
             return None
-        selected = kl_cov_selection(token_covariance(step.per_token_logps, inputs["advantages"], step.mask),
-                                    self.args.cov_ratio)
+        selected = self.select(step.per_token_logps, inputs["advantages"], step.mask)
         _log_selection(step.trainer, selected, step.mask.bool())
         penalty = (step.per_token_logps - inputs["old_per_token_logps"]).abs() * selected * step.mask
         return self.args.cov_kl_coef * penalty.sum() / step.mask.sum().clamp(min=1.0) / step.accumulation

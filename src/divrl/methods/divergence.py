@@ -135,9 +135,14 @@ class Divergence(Method):
         batch = {k: v.to(trainer.accelerator.device) for k, v in batch.items()}
         policy_logps, _, _ = trainer._get_per_token_logps_and_entropies(
             step.model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"].shape[1])
-        per_token = per_token_divergence(policy_logps, batch["ref_logps"].to(policy_logps.dtype),
-                                         self.args.divergence, "reference", self.args.divergence_alpha)
+        per_token = self.on_reference_samples(policy_logps, batch["ref_logps"].to(policy_logps.dtype))
         return self._term(step, per_token, batch["completion_mask"], "train")
+
+    def on_reference_samples(self, policy_logps: torch.Tensor, reference_logps: torch.Tensor) -> torch.Tensor:
+        """The per-token divergence estimated on completions sampled from the reference (the DPH-RL paper's
+        estimator): the rehearsal rows here, the reference's own samples in the toy backend."""
+        return per_token_divergence(policy_logps, reference_logps, self.args.divergence, "reference",
+                                    self.args.divergence_alpha)
 
 
 def _behaviour_correction(step: LossStep) -> torch.Tensor | None:

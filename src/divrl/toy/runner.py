@@ -12,9 +12,10 @@ c / sqrt(1 + n) for each rewarded outcome, n = its count over the run), `unlikel
 tokens only, as TRL's `top_entropy_quantile`). The reward-shaping and advantage components (ips, qd, maxent's
 novelty and length bins, count, unlikely, passk, zero flat groups) run the LLM trainer's own method objects
 (`divrl.methods`), one set per member, in the trainer's order, so the toy is an executable specification of the
-trainer's REWARD and ADVANTAGE stages; maxent's entropy controller is its method's too. The loss-side components
-(divergences, Clip-Cov / KL-Cov, FlowRL, the population) act on the toy policies' own loss with `divrl.core`
-functions (the two TRL levers mirror TRL's own code, which the trainers run).
+trainer's REWARD and ADVANTAGE stages. On the loss side the toy policies keep their own per-member loss, with the
+methods' pieces: maxent's entropy controller, the divergence on reference samples (fkl / js) and the Clip-Cov /
+KL-Cov token selection are their method objects'; FlowRL and the population use `divrl.core` directly (the two TRL
+levers mirror TRL's own code, which the trainers run).
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
 """
@@ -37,12 +38,10 @@ from divrl.core import (
     AdaptiveEntropyCoefficient,
     LeaderClusters,
     average_state_dicts,
-    clip_cov_selection,
     distinct_outcomes,
     empirical_distribution,
     group_advantages,
     ips_scale_exact,
-    kl_cov_selection,
     kl_divergence,
     l1_distance,
     masked_mean,
@@ -53,7 +52,6 @@ from divrl.core import (
     ppo_clipped,
     select_top,
     selection_scores,
-    token_covariance,
     trajectory_balance_loss,
 )
 from divrl.core.ips import distinct_outcomes_per_group
@@ -382,7 +380,8 @@ class Trainer:
                 loss = loss + cfg.kl_coef * self._per_member_mean(kl, mask)
             elif self.ref_rollout is not None:
                 logp_on_ref = policy.evaluate(self.params, self.ref_rollout)[0]
-                div = per_token_divergence(logp_on_ref, self.ref_logp, method.divergence, samples_from="reference")
+                divergence = self.member_methods[0]["divergence"]  # elementwise: one object serves every member
+                div = divergence.on_reference_samples(logp_on_ref, self.ref_logp)
                 loss = loss + cfg.divergence_coef * self._per_member_mean(div, self.ref_rollout.mask)
             if method.cov == "kl_cov":
                 loss = loss + cfg.cov_kl_coef * self._per_member_mean((logp - old_logp).abs() * selected, mask)
@@ -404,19 +403,14 @@ class Trainer:
     @torch.no_grad()
     def _cov_tokens(self, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
                     ) -> torch.Tensor:
-        """Per member, the Clip-Cov (bounds (1, 5), tokens PPO's clip stops excluded) or KL-Cov (top share) tokens
-        by covariance of log-prob and advantage over the member's batch: (P, N, T) booleans."""
-        cfg, picked = self.cfg, []
+        """Per member, the tokens its Clip-Cov / KL-Cov method object selects over the member's batch (Clip-Cov: PPO's
+        clipped tokens excluded, the member's seed drawing): (P, N, T) booleans."""
+        cfg = self.cfg
         clipped = ppo_clipped(advantages.flatten(), (logp - old_logp).flatten(0, 1), cfg.clip, cfg.clip
                               ).view_as(logp)
-        for p, generator in enumerate(g for g in self.generators for _ in range(self.members)):
-            cov = token_covariance(logp[p], advantages[p], mask[p])
-            if self.method.cov == "clip_cov":
-                chosen = clip_cov_selection(cov, cfg.cov_ratio, 1.0, 5.0, clipped[p] & (mask[p] > 0), generator)
-            else:
-                chosen = kl_cov_selection(cov, cfg.cov_ratio)
-            picked.append(chosen)
-        return torch.stack(picked)
+        generators = (g for g in self.generators for _ in range(self.members))
+        return torch.stack([methods["cov"].select(logp[p], advantages[p], mask[p], clipped[p], generator)
+                            for p, (methods, generator) in enumerate(zip(self.member_methods, generators))])
 
     @torch.no_grad()
     def population_step(self, rollout: Rollout, rewards: torch.Tensor) -> None:
@@ -469,7 +463,10 @@ def _method_args(env: Env, method: Method, cfg: TrainConfig) -> Any:
         length_bins=cfg.length_bins if method.maxent else 0,
         count_bonus_coef=cfg.count_bonus_coef if method.count else 0.0, count_bonus_scope=cfg.count_bonus_scope,
         unlikeliness_beta=cfg.unlikeliness_beta if method.unlikely else 0.0, passk=cfg.passk if method.passk else 0,
-        zero_flat_groups=cfg.zero_flat_groups)
+        zero_flat_groups=cfg.zero_flat_groups, cov_method=method.cov, cov_ratio=cfg.cov_ratio,
+        cov_clip_bounds=[1.0, 5.0], cov_kl_coef=cfg.cov_kl_coef,
+        divergence=None if method.divergence == "reverse_kl" else method.divergence,
+        divergence_coef=cfg.divergence_coef)
 
 
 def _no_texts() -> list[str]:
