@@ -6,7 +6,8 @@ Instances are generated offline from `seed`: `count` numbers in [1, max_number],
 `min_solutions` distinct expressions reach (exhaustive search over expression trees, exact rational arithmetic).
 Answers are read with a small grammar of our own (numbers, + - * /, parentheses; nothing is evaluated as code) and
 checked exactly; the outcome key is the expression's canonical form (commutative and associative chains of + and *
-flattened and sorted), so `(3 + 5) * 2` and `2 * (5 + 3)` are one outcome and `3 * 2 + 5 * 2` another.
+flattened and sorted), so `(3 + 5) * 2` and `2 * (5 + 3)` are one outcome and `3 * 2 + 5 * 2` another. QD's
+behaviour descriptor is the operator mix of a correct expression (shares of * or / and of - or /).
 """
 
 from __future__ import annotations
@@ -104,6 +105,10 @@ def leaves(tree: Expr) -> list[int]:
     return [tree[1]] if tree[0] == "n" else leaves(tree[1]) + leaves(tree[2])
 
 
+def operators(tree: Expr) -> list[str]:
+    return [] if tree[0] == "n" else [tree[0], *operators(tree[1]), *operators(tree[2])]
+
+
 def canonical(tree: Expr) -> str:
     """Canonical form: chains of + (and of *) flattened with their operands sorted; - and / kept in order."""
     if tree[0] == "n":
@@ -151,6 +156,7 @@ class CountdownTask:
 
     name = "countdown"
     stop_strings = ("\n",)  # the answer is one line
+    behavior_dims = 2  # `behavior`: the operator mix of a correct expression
 
     def __init__(self, count: int = 3, max_number: int = 20, instances: int = 200, min_solutions: int = 2,
                  seed: int = 0, test_fraction: float = 0.5) -> None:
@@ -188,12 +194,17 @@ class CountdownTask:
         tail = text.rsplit(ANSWER_LABEL, 1)[1] if ANSWER_LABEL in text else text
         return tail.strip().split("\n", 1)[0]
 
-    def check(self, completion: Any, numbers: Sequence[int], target: int) -> str | None:
-        """The canonical form of a correct answer (each number once, value = target), else None."""
+    def correct_tree(self, completion: Any, numbers: Sequence[int], target: int) -> Expr | None:
+        """The parsed answer when it is correct (each number once, value = target), else None."""
         tree = parse_expression(self.answer(completion))
         if tree is None or sorted(leaves(tree)) != sorted(numbers) or value(tree) != target:
             return None
-        return canonical(tree)
+        return tree
+
+    def check(self, completion: Any, numbers: Sequence[int], target: int) -> str | None:
+        """The canonical form of a correct answer, else None."""
+        tree = self.correct_tree(completion, numbers, target)
+        return None if tree is None else canonical(tree)
 
     def correct(self, completions: Sequence[Any], numbers: Sequence[Sequence[int]], target: Sequence[int],
                 **_: Any) -> list[float]:
@@ -206,6 +217,16 @@ class CountdownTask:
     def outcome_key(self, completion: Any, numbers: Sequence[int] = (), target: int = 0, **_: Any) -> str | None:
         """IPS / count-bonus outcome: the canonical correct expression (None when wrong)."""
         return self.check(completion, numbers, target)
+
+    def behavior(self, completion: Any, numbers: Sequence[int] = (), target: int = 0, **_: Any
+                 ) -> tuple[float, float] | None:
+        """QD descriptor in [0, 1]^2 of a correct expression, its operator mix: the share of its operators that
+        multiply or divide, and the share that subtract or divide (None when wrong)."""
+        tree = self.correct_tree(completion, numbers, target)
+        if tree is None:
+            return None
+        ops = operators(tree)
+        return sum(op in "*/" for op in ops) / len(ops), sum(op in "-/" for op in ops) / len(ops)
 
     def worked_example(self, index: int, seed: int) -> str:
         """Instance `index` as a solved base-prompt block: its question and one of its solutions (drawn with seed)."""

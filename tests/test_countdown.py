@@ -61,6 +61,22 @@ def test_any_string_scores_without_raising(text: str) -> None:
                                                                                     [0.0, 1.0], [1.0, 1.0])
 
 
+@pytest.mark.parametrize(("answer", "numbers", "target", "descriptor"), [
+    ("Answer: (3 + 5) * 2", [2, 3, 5], 16, (0.5, 0.0)), ("Answer: 13 * 14 / 2", [2, 13, 14], 91, (1.0, 0.5)),
+    ("Answer: 14 - 2 + 13", [2, 13, 14], 25, (0.0, 0.5)), ("Answer: 13 * 14", [2, 13, 14], 91, None),
+    ("Answer: banana", [2, 13, 14], 91, None),
+])
+def test_behavior_is_the_operator_mix_of_a_correct_answer(answer, numbers, target, descriptor) -> None:
+    assert CountdownTask(instances=1).behavior(answer, numbers=numbers, target=target) == descriptor
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_behavior_of_any_string_is_none_or_in_the_unit_square(text: str) -> None:
+    descriptor = CountdownTask(instances=1).behavior("Answer: " + text, numbers=[2, 13, 14], target=91)
+    assert descriptor is None or (len(descriptor) == 2 and all(0 <= v <= 1 for v in descriptor))
+
+
 def test_countdown_recipe_dry_runs_and_trains_a_step(tiny_qwen3: Path, tmp_path: Path) -> None:
     recipe = ROOT / "recipes" / "embedded-cpu" / "countdown" / "ips.yaml"
     small = ["--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "12",

@@ -179,3 +179,40 @@ def test_no_import_circle_in_divrl() -> None:
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
+
+
+def _field_uses(tree: Any, name: str) -> bool:
+    """Whether code reads or sets a field `name`: `x.name`, `name=...` in a call, or getattr / setattr / hasattr
+    with the literal name (strings elsewhere, such as the toy's component labels, are not uses of the field)."""
+    import ast
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == name or isinstance(node, ast.keyword) and node.arg == name:
+            return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant) and node.args[1].value == name):
+            return True
+    return False
+
+
+def test_a_stage_methods_switch_is_used_in_its_own_file_and_at_most_one_aggregator() -> None:
+    """Issue 30's criterion: a reward / advantage / loss method's code outside divrl.core is its method file; its
+    switch field is used there and in at most one other file of src/divrl outside core/ (the toy runner, which maps
+    the toy's component labels onto DivRLConfig fields)."""
+    import ast
+    import inspect
+
+    from divrl.methods import REGISTRY, Stage
+
+    src = Path(inspect.getfile(Stage)).parents[1]
+    trees = {path: ast.parse(path.read_text()) for path in src.rglob("*.py")
+             if path.relative_to(src).parts[0] != "core"}
+    stage_methods = [m for m in REGISTRY.values() if m.stage in (Stage.REWARD, Stage.ADVANTAGE, Stage.LOSS)]
+    assert len(stage_methods) >= 12
+    for method in stage_methods:
+        users = {path for path, tree in trees.items() if _field_uses(tree, method.switch)}
+        own = Path(inspect.getfile(method))
+        assert own in users, f"{method.name}: its own file does not use its switch {method.switch!r}"
+        others = sorted(str(path.relative_to(src)) for path in users - {own})
+        assert len(others) <= 1, f"{method.name}: switch {method.switch!r} is also used in {others}"

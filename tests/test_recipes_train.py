@@ -1,5 +1,6 @@
 """Recipes, the task registry and the `divrl train` entry point."""
 
+import functools
 import importlib.util
 import json
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 
 from divrl.task import build_task, task_names
 from divrl.train import TrainScriptArguments, parse_recipe, task_args_with_overrides
+from divrl.trainers.hooks import resolve_task_hooks
 
 RECIPES = Path(__file__).parent.parent / "recipes"
 spec = importlib.util.spec_from_file_location("recipe_generator", RECIPES / "generate.py")
@@ -34,6 +36,13 @@ def test_every_recipe_parses_into_the_three_argument_groups(path):
     assert config.ips == ("ips" in method)
     assert config.population == method.startswith("pop")
     assert (config.divergence is not None) == (method in ("fkl", "js"))
+    # the task gives every hook the recipe's methods need (QD a behaviour descriptor, ...), as the trainer checks it
+    resolve_task_hooks(config, _task(script_args.task, json.dumps(task_args_with_overrides(script_args))))
+
+
+@functools.cache
+def _task(name: str, task_args: str):
+    return build_task(name, **json.loads(task_args))
 
 
 def test_gpu_recipe_on_cpu_names_the_fix():

@@ -6,9 +6,9 @@ import torch
 
 from divrl.core import mean_pairwise_cosine_distance, select_top, selection_scores
 from divrl.toy.envs import IdeaEnv, make_bandit, make_hypergrid, make_multiplicity_grid
-from divrl.toy.methods import Method
+from divrl.toy.methods import DIVERGENCE_OF, Method
 from divrl.toy.policies import Rollout
-from divrl.toy.runner import IDEA_METRICS, TABULAR_METRICS, TrainConfig, Trainer, train
+from divrl.toy.runner import IDEA_METRICS, TABULAR_METRICS, TrainConfig, Trainer, _method_args, train
 
 BANDIT = make_bandit([1, 2, 3, 4])
 IDEAS_CFG = TrainConfig(steps=4, group_size=4, lr=3e-4, updates_per_batch=2, kl_coef=0.01, population_size=3,
@@ -16,16 +16,33 @@ IDEAS_CFG = TrainConfig(steps=4, group_size=4, lr=3e-4, updates_per_batch=2, kl_
 
 
 def test_method_parsing():
-    method = Method.parse("pop+ips+qd")
-    assert (method.pop, method.ips, method.qd, method.maxent, method.divergence) == (True, True, True, False,
-                                                                                       "reverse_kl")
-    assert Method.parse("grpo+fkl").divergence == "forward_kl" and Method.parse("js").divergence == "js"
-    assert Method.parse("ips+count").count and not Method.parse("ips").count
-    assert Method.parse("ips+unlikely").unlikely and Method.parse("passk").passk
-    assert Method.parse("ips+clipcov").cov == "clip_cov" and Method.parse("klcov").cov == "kl_cov"
+    method = Method.parse(" pop+ips+qd ")
+    assert method.name == "pop+ips+qd" and method.components == {"pop", "ips", "qd"}
+    assert "ips" in method and "maxent" not in method
+    assert Method.parse("ips+count").choice(DIVERGENCE_OF) is None
+    assert Method.parse("grpo+fkl").choice(DIVERGENCE_OF) == "forward_kl"
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("grpo", {"ips": False, "qd": False, "divergence": None, "cov_method": None, "passk": 0}),
+    ("pop+ips+qd", {"ips": True, "qd": True, "novelty_coef": 0.0, "maxent_entropy_target": None}),
+    ("grpo+fkl", {"divergence": "forward_kl"}), ("js", {"divergence": "js"}),
+    ("ips+count", {"count_bonus_coef": 0.5, "unlikeliness_beta": 0.0}), ("ips+unlikely", {"unlikeliness_beta": 0.5}),
+    ("passk", {"passk": 3}), ("ips+clipcov", {"cov_method": "clip_cov"}), ("klcov", {"cov_method": "kl_cov"}),
+    ("maxent", {"maxent_entropy_target": 0.7, "novelty_coef": 0.2, "length_bins": 2}),
+])
+def test_components_switch_the_divrl_config_fields(name, expected):
+    """The toy's component labels reach the methods as DivRLConfig's own fields, with the run's options."""
+    cfg = TrainConfig(steps=1, group_size=4, lr=0.1, count_bonus_coef=0.5, unlikeliness_beta=0.5, passk=3,
+                      maxent_entropy_target=0.7,
+                      novelty_coef=0.2, length_bins=2)
+    args = _method_args(IdeaEnv(), Method.parse(name), cfg)
+    assert {field: getattr(args, field) for field in expected} == expected
+
+
+def test_method_parsing_refuses_bad_names():
     with pytest.raises(ValueError, match="choose one"):
         Method.parse("clipcov+klcov")
-    assert Method.parse("ips+cliphigher").clip_higher and Method.parse("topentropy").top_entropy
     with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js, flowrl, count, unlikely, passk, "
                                          "clipcov, klcov, cliphigher, topentropy"):
         Method.parse("ips+dpo")

@@ -222,16 +222,17 @@ def check_recipe_values(script_args: Any, training_args: Any, model_args: Any, o
 
 
 def check_task_settings(task: Any, script_args: Any, training_args: Any, origin: RecipeOrigin) -> None:
-    """Settings that depend on the task, checked after it is built and before the model loads: the QD grid against
-    the task's behaviour dimensions, and the split, instance_limit and n_exemplars against its dataset."""
-    dims = getattr(task, "behavior_dims", None)
-    if training_args.qd and dims is not None:
-        if training_args.qd_dims is not None and len(training_args.qd_dims) != dims:
-            _fail(origin, "qd_dims", f"lists {len(training_args.qd_dims)} dimensions but task "
-                                     f"{script_args.task!r} describes behaviour in {dims} (behavior_dims)")
-        if training_args.qd_ranges is not None and len(training_args.qd_ranges) != dims:
-            _fail(origin, "qd_ranges", f"gives {len(training_args.qd_ranges)} (low, high) ranges but task "
-                                       f"{script_args.task!r} describes behaviour in {dims} dimensions")
+    """Settings that depend on the task, checked after it is built and before the model loads: each enabled
+    method's settings against the task (e.g. the QD grid against its behaviour dimensions), and the split,
+    instance_limit and n_exemplars against its dataset."""
+    from divrl.methods import active  # the methods import torch: the recipe's other checks run without it
+    from divrl.trainers.hooks import FieldProblem
+
+    for method in active(training_args):
+        try:
+            method.check_task(training_args, task)
+        except FieldProblem as problem:
+            _fail(origin, problem.field, f"{problem.problem} (task {script_args.task!r})")
     style = "base" if script_args.prompt_style == "auto" else script_args.prompt_style  # styles only format
     if not callable(getattr(task, "train_dataset", None)):
         _fail(origin, "task", f"{script_args.task!r} has no train_dataset(split, style, seed, limit, n_exemplars) "

@@ -79,6 +79,11 @@ class Method:
         return cls.card
 
     @classmethod
+    def check_task(cls, args: Any, task: Any) -> None:
+        """Raise `FieldProblem` (via `refuse`) when one of this method's settings does not fit `task`; no side
+        effects, so a recipe checks it before the model loads."""
+
+    @classmethod
     def resolve_hooks(cls, args: Any, task: Any) -> dict[str, Any]:
         """The task hooks this method needs (`TaskHooks` field -> callable), checked once at construction: a
         missing hook raises a ValueError naming the config field."""

@@ -89,7 +89,7 @@ class QD(Method):
               f"archive bonuses must be >= 0, got qd_beta_new={args.qd_beta_new}, qd_beta_imp={args.qd_beta_imp}")
 
     @classmethod
-    def resolve_hooks(cls, args: Any, task: Any) -> dict[str, Any]:
+    def check_task(cls, args: Any, task: Any) -> None:
         if not has_hook(task, "behavior"):
             refuse("qd", "needs a task with a `behavior(completion, **row)` hook returning a descriptor in [0,1]^d")
         task_dims = getattr(task, "behavior_dims", None)
@@ -98,10 +98,16 @@ class QD(Method):
         if task_dims is not None and not (isinstance(task_dims, int) and task_dims >= 1):
             refuse("qd", f"task.behavior_dims must be a positive int, got {task_dims!r}")
         if task_dims is not None and args.qd_dims is not None and len(args.qd_dims) != task_dims:
-            refuse("qd_dims", f"has {len(args.qd_dims)} dimensions but task.behavior_dims is {task_dims}")
+            refuse("qd_dims", f"lists {len(args.qd_dims)} dimensions but the task describes behaviour in {task_dims} "
+                              "(behavior_dims)")
         dims = task_dims if task_dims is not None else len(args.qd_dims)
         if args.qd_ranges is not None and len(args.qd_ranges) != dims:
-            refuse("qd_ranges", f"has {len(args.qd_ranges)} ranges for {dims} behaviour dimensions")
+            refuse("qd_ranges", f"gives {len(args.qd_ranges)} (low, high) ranges for behaviour in {dims} dimensions")
+
+    @classmethod
+    def resolve_hooks(cls, args: Any, task: Any) -> dict[str, Any]:
+        cls.check_task(args, task)
+        dims = task.behavior_dims if getattr(task, "behavior_dims", None) is not None else len(args.qd_dims)
         return {"behavior": checked_behavior(task.behavior, dims), "behavior_dims": dims}
 
     def archive(self, key: str = GLOBAL_ARCHIVE) -> GridArchive:

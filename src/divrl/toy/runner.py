@@ -57,7 +57,7 @@ from divrl.core import (
 from divrl.core.ips import distinct_outcomes_per_group
 from divrl.methods import AdvantageStep, RewardStep, Stage, active, method_args
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
-from divrl.toy.methods import Method
+from divrl.toy.methods import COVARIANCE_OF, DIVERGENCE_OF, Method
 from divrl.toy.options import TRAIN_OPTIONS
 from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
 from divrl.trainers.hooks import TaskHooks
@@ -185,14 +185,14 @@ class Trainer:
         if cfg.ips_exact and isinstance(env, IdeaEnv):
             raise ValueError("--ips-exact needs a tabular environment (bandit, multiplicity, hypergrid): "
                              "ideas are continuous, their outcome probability is not known exactly")
-        if method.passk and not 2 <= cfg.passk < cfg.group_size:
+        if "passk" in method and not 2 <= cfg.passk < cfg.group_size:
             raise ValueError(f"passk needs 2 <= --passk < --group-size, got --passk {cfg.passk} with "
                              f"--group-size {cfg.group_size}")
-        if method.cov == "kl_cov" and cfg.updates_per_batch < 2:
+        if "klcov" in method and cfg.updates_per_batch < 2:
             raise ValueError("klcov penalises |log pi - log pi_old|, which is 0 with zero gradient on a batch's first "
                              "update: set --updates 2 or more")
         self.env, self.method, self.cfg, self.seeds = env, method, cfg, seeds
-        self.members = cfg.population_size if method.pop else 1
+        self.members = cfg.population_size if "pop" in method else 1
         num = len(seeds) * self.members
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         if isinstance(env, IdeaEnv):
@@ -208,7 +208,7 @@ class Trainer:
         # envs have one prompt), trained with the policy by the same optimiser; a population soups it too.
         prompts = env.num_prompts if isinstance(env, IdeaEnv) else 1
         self.log_z = torch.nn.Parameter(torch.zeros(num, prompts))
-        self.trainable: Params = {**self.params, "log_z": self.log_z} if method.flowrl else self.params
+        self.trainable: Params = {**self.params, "log_z": self.log_z} if "flowrl" in method else self.params
         optimizer = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
         self.optimizer = optimizer(list(self.trainable.values()), lr=cfg.lr)
         # Each member's objects of the divrl methods it runs (`divrl.methods`): the LLM trainer's own, with their state.
@@ -223,7 +223,7 @@ class Trainer:
         self._keys: tuple[Rollout, torch.Tensor] | None = None  # this step's outcome keys (semantic ones are stateful)
         self.entropy = torch.zeros(num)  # mean token entropy per member of the latest batch, before its update
         self.ref_rollout: Rollout | None = None
-        if method.divergence != "reverse_kl":
+        if self.method_args.divergence is not None:
             self.ref_rollout = self._sample(self.reference, cfg.reference_samples)
             self.ref_logp = self.policy.evaluate(self.reference, self.ref_rollout)[0]
 
@@ -272,7 +272,7 @@ class Trainer:
         keys, IPS, unlikeliness, then the QD, novelty and count bonuses), the member's batch being one trainer step's
         batch: (P, N). `--ips-exact` (tabular only) divides by the exact outcome probability instead of IPS."""
         shaped = rewards
-        if self.method.ips and self.cfg.ips_exact:
+        if "ips" in self.method and self.cfg.ips_exact:
             assert dist is not None
             shaped = ips_scale_exact(rewards, torch.gather(dist, 1, rollout.outcomes), self.cfg.ips_epsilon)
         views = _BatchViews(self, rollout)
@@ -349,29 +349,31 @@ class Trainer:
         returns the batch's mean token entropy per member (P,) before the update."""
         cfg, method, policy = self.cfg, self.method, self.policy
         mask = rollout.mask
-        reverse_kl = cfg.kl_coef > 0 and method.divergence == "reverse_kl"
+        reverse_kl = cfg.kl_coef > 0 and self.method_args.divergence is None
+        cov = self.method_args.cov_method
+        flowrl = "flowrl" in method
         ref_logp = None
-        if reverse_kl or method.flowrl:
+        if reverse_kl or flowrl:
             with torch.no_grad():
                 ref_logp = policy.evaluate(self.reference, rollout)[0]
-        entropy_coef = cfg.entropy_coef + torch.tensor([a.alpha for a in self.alphas]) * method.maxent
+        entropy_coef = cfg.entropy_coef + torch.tensor([a.alpha for a in self.alphas]) * ("maxent" in method)
         adv = advantages[..., None]
         for step in range(cfg.updates_per_batch):
             logp, token_entropy = policy.evaluate(self.params, rollout)
             member_entropy = (token_entropy * mask).sum((1, 2)) / mask.sum((1, 2))
             if step == 0:  # on-policy: the first pass gives the sampling policy's log-probs
                 old_logp, entropy = logp.detach(), member_entropy.detach()
-            selected = self._cov_tokens(logp, old_logp, advantages, mask) if method.cov else None
-            if method.cov == "clip_cov":
+            selected = self._cov_tokens(logp, old_logp, advantages, mask) if cov else None
+            if cov == "clip_cov":
                 logp = torch.where(selected, logp.detach(), logp)
-            if method.flowrl:
+            if flowrl:
                 assert ref_logp is not None
                 loss = self.trajectory_balance(rollout, logp, old_logp, ref_logp, advantages)
             else:
                 ratio = torch.exp(logp - old_logp)
-                upper = cfg.clip_high if method.clip_higher else cfg.clip
+                upper = cfg.clip_high if "cliphigher" in method else cfg.clip
                 surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + upper) * adv)
-                if method.top_entropy:
+                if "topentropy" in method:
                     surrogate = surrogate * self._high_entropy_tokens(token_entropy.detach(), mask)
                 loss = -self._per_member_mean(surrogate, mask)
             if reverse_kl:
@@ -383,7 +385,7 @@ class Trainer:
                 divergence = self.member_methods[0]["divergence"]  # elementwise: one object serves every member
                 div = divergence.on_reference_samples(logp_on_ref, self.ref_logp)
                 loss = loss + cfg.divergence_coef * self._per_member_mean(div, self.ref_rollout.mask)
-            if method.cov == "kl_cov":
+            if cov == "kl_cov":
                 loss = loss + cfg.cov_kl_coef * self._per_member_mean((logp - old_logp).abs() * selected, mask)
             loss = loss - entropy_coef * member_entropy
             self.optimizer.zero_grad(set_to_none=True)
@@ -441,32 +443,34 @@ class Trainer:
         dist = self.policy.outcome_distribution(self.params) if isinstance(self.policy, TabularPolicy) else None
         shaped = self.shaped_rewards(rollout, rewards, dist)
         self.entropy = self.update(rollout, self.advantages(rollout, shaped))
-        if self.method.maxent:
+        if "maxent" in self.method:
             for alpha, h in zip(self.alphas, self.entropy.tolist()):
                 alpha.update(h)
-        if self.method.pop and (step + 1) % self.cfg.population_interval == 0:
+        if "pop" in self.method and (step + 1) % self.cfg.population_interval == 0:
             self.population_step(rollout, rewards)
         return rollout, rewards, dist
 
 
 def _method_args(env: Env, method: Method, cfg: TrainConfig) -> Any:
-    """The `divrl.methods` fields of a toy run: its components switch the methods on with the run's options."""
+    """The `divrl.methods` fields of a toy run: its components switch the methods on with the run's options (the one
+    place where the toy's component labels meet `DivRLConfig`'s field names)."""
     semantic = isinstance(env, IdeaEnv) and cfg.ips_outcome == "semantic"
+    maxent = "maxent" in method
     return method_args(
-        ips=method.ips and not cfg.ips_exact, ips_epsilon=cfg.ips_epsilon,
+        ips="ips" in method and not cfg.ips_exact, ips_epsilon=cfg.ips_epsilon,
         ips_outcome_key="semantic" if semantic else "task", semantic_threshold=cfg.semantic_threshold,
-        qd=method.qd, qd_dims=list(env.archive_dims), qd_ranges=[list(r) for r in env.archive_ranges],
+        qd="qd" in method, qd_dims=list(env.archive_dims), qd_ranges=[list(r) for r in env.archive_ranges],
         qd_beta_new=cfg.qd_beta_new, qd_beta_imp=cfg.qd_beta_imp,
-        maxent_entropy_target=cfg.maxent_entropy_target if method.maxent else None,
-        maxent_alpha_lr=cfg.maxent_alpha_lr, novelty_coef=cfg.novelty_coef if method.maxent else 0.0,
+        maxent_entropy_target=cfg.maxent_entropy_target if maxent else None,
+        maxent_alpha_lr=cfg.maxent_alpha_lr, novelty_coef=cfg.novelty_coef if maxent else 0.0,
         novelty_memory_size=cfg.novelty_memory_size, novelty_k=cfg.novelty_k,
-        length_bins=cfg.length_bins if method.maxent else 0,
-        count_bonus_coef=cfg.count_bonus_coef if method.count else 0.0, count_bonus_scope=cfg.count_bonus_scope,
-        unlikeliness_beta=cfg.unlikeliness_beta if method.unlikely else 0.0, passk=cfg.passk if method.passk else 0,
-        zero_flat_groups=cfg.zero_flat_groups, cov_method=method.cov, cov_ratio=cfg.cov_ratio,
+        length_bins=cfg.length_bins if maxent else 0,
+        count_bonus_coef=cfg.count_bonus_coef if "count" in method else 0.0, count_bonus_scope=cfg.count_bonus_scope,
+        unlikeliness_beta=cfg.unlikeliness_beta if "unlikely" in method else 0.0,
+        passk=cfg.passk if "passk" in method else 0,
+        zero_flat_groups=cfg.zero_flat_groups, cov_method=method.choice(COVARIANCE_OF), cov_ratio=cfg.cov_ratio,
         cov_clip_bounds=[1.0, 5.0], cov_kl_coef=cfg.cov_kl_coef,
-        divergence=None if method.divergence == "reverse_kl" else method.divergence,
-        divergence_coef=cfg.divergence_coef)
+        divergence=method.choice(DIVERGENCE_OF), divergence_coef=cfg.divergence_coef)
 
 
 def _no_texts() -> list[str]:

@@ -43,9 +43,17 @@ class TaskHooks:
     task_outcome_key: Callable[..., Hashable | None] | None = None
 
 
+class FieldProblem(ValueError):
+    """A method's config field that does not fit the task: `field` names it, `problem` says why."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"DivRLConfig.{field}: {problem}")
+        self.field, self.problem = field, problem
+
+
 def refuse(field: str, problem: str) -> NoReturn:
-    """Raise the ValueError of a method whose config field `field` needs a hook the task lacks."""
-    raise ValueError(f"DivRLConfig.{field}: {problem}")
+    """Raise the error of a method whose config field `field` needs a hook, or a shape, the task lacks."""
+    raise FieldProblem(field, problem)
 
 
 def checked_outcome_key(hook: Callable[..., Any]) -> Callable[..., Hashable | None]:
