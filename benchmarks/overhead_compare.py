@@ -56,6 +56,8 @@ def markdown(rows: list[dict], args: argparse.Namespace, before: dict, after: di
                      f"{row['change']:.3f} | {'yes' if row['after_above_before_interval'] else 'no'} |")
     lines += ["", f"Runs: before {before['date']} ({before['elapsed_s']:.0f} s), after {after['date']} "
               f"({after['elapsed_s']:.0f} s); machine {after['machine']}.", ""]
+    if args.conditions:
+        lines += [f"Conditions: {args.conditions}", ""]
     return "\n".join(lines)
 
 
@@ -66,6 +68,7 @@ def main() -> None:
     parser.add_argument("--before-commit", required=True)
     parser.add_argument("--after-commit", required=True)
     parser.add_argument("--name", default="trainer_overhead_issue30")
+    parser.add_argument("--conditions", default="", help="what else the machine ran meanwhile (printed as given)")
     args = parser.parse_args()
     before = json.loads((RESULTS / f"{args.before}.json").read_text())
     after = json.loads((RESULTS / f"{args.after}.json").read_text())
