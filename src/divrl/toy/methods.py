@@ -27,9 +27,9 @@ class Method:
     def __contains__(self, component: object) -> bool:
         return component in self.components
 
-    def choice(self, labels: dict[str, str], default: str | None = None) -> str | None:
-        """The value `labels` gives this method's one component among its keys (`default` when it has none)."""
-        return next((value for label, value in labels.items() if label in self.components), default)
+    def choice(self, labels: dict[str, str]) -> str | None:
+        """The value `labels` gives this method's one component among its keys (None when it has none)."""
+        return next((value for label, value in labels.items() if label in self.components), None)
 
     @classmethod
     def parse(cls, name: str) -> Method:
