@@ -133,6 +133,9 @@ class Protocol:
     arm_by_arm: bool = False  # after GRPO and IPS, each other method runs all its seeds before the next one starts
     full_arms: tuple[str, ...] = ()  # RECIPE+FIELD arms that run every seed (ablation arms run the first only)
     lr_scheduler: str | None = None  # learning-rate schedule of the RL runs and the continued SFT (None: TRL's)
+    # the target stated before any unit ran (v3): an arm's validity at most this far below GRPO's (seed-paired mean),
+    # and its RR@|H_O| above GRPO's and its SFT start's with seed-level t-intervals excluding 0 (None: no target)
+    target_validity_margin: float | None = None
 
     @property
     def schedule_args(self) -> list[str]:
@@ -178,7 +181,7 @@ STEPS_V3 = 24  # pilot 2 (benchmarks/v3_pilots.py budget; decisions.md)
 V3_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", CONTINUED_SFT, "maxent", "count+ips"),
                     seeds=(0, 1, 2, 3, 4), steps=STEPS_V3 or 0, learning_rate=5e-5, samples=32, prompts_per_step=4,
                     all_seeds=True, eval_steps=6, save_steps=4, sft=True, sft_steps=SFT_STEPS_V3, arm_by_arm=True,
-                    full_arms=("count+ips",), lr_scheduler="constant")
+                    full_arms=("count+ips",), lr_scheduler="constant", target_validity_margin=0.02)
 PROTOCOLS = {"v1": V1, "v2": V2, "v2-voxel": V2_VOXEL, "v3-voxel": V3_VOXEL, "quick": QUICK}
 
 
@@ -342,10 +345,12 @@ def load_evaluation(state: Path, label: str) -> dict[str, Any]:
 
 
 def _results_settings(recorded: dict[str, Any]) -> dict[str, Any]:
-    """A recorded protocol less the fields a resumed run may change: the unit order (`priority`) and the methods
-    (`resumable` checks that none was dropped: an added arm leaves the finished units' meaning as it was)."""
+    """A recorded protocol less the fields a resumed run may change: the unit order (`priority`), the methods
+    (`resumable` checks that none was dropped: an added arm leaves the finished units' meaning as it was) and the
+    report's target (it reads results; it does not make them)."""
     defaults = json.loads(json.dumps(Protocol().__dict__, default=list))  # fields newer than the recorded campaign
-    return {key: value for key, value in {**defaults, **recorded}.items() if key not in ("priority", "methods")}
+    analysis_only = ("priority", "methods", "target_validity_margin")
+    return {key: value for key, value in {**defaults, **recorded}.items() if key not in analysis_only}
 
 
 def resumable(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
@@ -772,6 +777,9 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
         "methods": methods,
         "confirmatory": confirmatory(collected, protocol),
         "seed_level": rows,
+        "target": ({"validity_margin": protocol.target_validity_margin,
+                    "verdicts": target_verdicts(rows, protocol.target_validity_margin)}
+                   if protocol.target_validity_margin is not None else None),
         "law_fits": fits,
     }
     out.with_suffix(".json").write_text(json.dumps(data, indent=1))
@@ -860,6 +868,41 @@ def seed_level_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
             "| " + " | ".join(header) + " |", "|" + "---|" * len(header), *lines, ""]
 
 
+def target_verdicts(rows: dict[str, dict[str, Any]], margin: float) -> dict[str, dict[str, Any]]:
+    """Per arm compared with both GRPO and its SFT start, whether the pre-stated target is reached (validity's
+    seed-paired mean difference to GRPO >= -margin; RR@|H_O| minus GRPO and minus SFT with t-intervals above 0), and
+    each part it misses. One seed has no interval, so it cannot reach the target."""
+    verdicts = {}
+    for label, row in rows.items():
+        keys = ("validity_minus_grpo", *(f"recovery_at_n_admissible_minus_{r}" for r in ("grpo", "sft")))
+        if not all(key in row for key in keys):
+            continue
+        validity, *recovery = (row[key] for key in keys)
+        misses = []
+        if validity["mean"] < -margin:
+            misses.append(f"validity - GRPO {validity['mean']:+.3f} (more than {margin} below GRPO's)")
+        for name, stats in zip(("GRPO", "SFT"), recovery, strict=True):
+            if not stats["ci_low"] > 0:  # NaN (one seed) misses as well
+                misses.append(f"RR@|H_O| - {name} {_fmt_t(stats)} (interval not above 0)")
+        verdicts[label] = {"reached": not misses, "misses": misses, "seeds": validity["seeds"]}
+    return verdicts
+
+
+def target_lines(target: dict[str, Any] | None, planned_seeds: int) -> list[str]:
+    """The target's verdict per arm, marked provisional while an arm has fewer seeds than planned."""
+    if not target or not target["verdicts"]:
+        return []
+    lines = [f"Target, stated in the protocol before any unit ran: validity within {target['validity_margin']} of "
+             "GRPO's or higher (seed-paired mean difference), AND RR@|H_O| above both GRPO's and the SFT start's "
+             "with seed-level t-intervals excluding 0:", ""]
+    for label, verdict in target["verdicts"].items():
+        seeds = len(verdict["seeds"])
+        state = "final" if seeds >= planned_seeds else f"provisional, {seeds} of {planned_seeds} seeds"
+        outcome = "REACHED" if verdict["reached"] else "NOT reached: " + "; ".join(verdict["misses"])
+        lines.append(f"- {label} ({state}): {outcome}.")
+    return [*lines, ""]
+
+
 def _headline_row(label: str, method: dict[str, Any], columns: tuple[str, ...]) -> str:
     """One row of the RR@|H_O| headline table (blank cells for comparisons the method lacks)."""
     cells = [_fmt_ci(method[key]) if key in method else "" for key in columns]
@@ -894,6 +937,7 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         f"resamples and compares with GRPO's runs of the same seeds (a one-seed method with GRPO seed "
         f"{p['seeds'][0]}; the base model with all GRPO seeds), since seeds differ a lot.",
         "", *seed_level_lines(data.get("seed_level", {})),
+        *target_lines(data.get("target"), len(p["seeds"])),
         f"| method | seeds | steps done | RR@{p['samples']} [95% CI] | RR - GRPO, same seeds [95% CI] | RR per seed | "
         f"validity | "
         f"uniqueness | distinct valid found | modal share | distinct answers, all instances | wall (s) |",
@@ -1135,7 +1179,9 @@ def main() -> None:
         if not settings.is_file():
             raise SystemExit(f"--report-only: no run recorded at {state} (no protocol.json)")
         recorded_fields = json.loads(settings.read_text())
-        protocol = Protocol(**{k: tuple(v) if isinstance(v, list) else v for k, v in recorded_fields.items()})
+        # a field newer than the recorded campaign (e.g. the report's target) takes the chosen protocol's value
+        protocol = Protocol(**{**protocol.__dict__,
+                               **{k: tuple(v) if isinstance(v, list) else v for k, v in recorded_fields.items()}})
         done = all(unit_done(state, unit) for unit in all_units(protocol))
         print(markdown(write_results(protocol, state, Path(args.results) / name, complete=done), name))
         return

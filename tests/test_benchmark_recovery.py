@@ -470,6 +470,35 @@ def test_seed_level_intervals_are_student_t_over_seeds_and_paired_by_seed() -> N
     assert "| IPS-GRPO | 3 | 0: 0.500, 1: 0.600, 2: 0.700 | 0.600 [" in table and "+0.300 [" in table
 
 
+def test_target_verdict_needs_validity_near_grpo_and_both_recovery_intervals_above_zero() -> None:
+    def stats(values: list[float]) -> dict:
+        return {**bench.t_interval(values), "seeds": list(range(len(values)))}
+
+    def row(validity: list[float], minus_grpo: list[float], minus_sft: list[float]) -> dict:
+        return {"validity_minus_grpo": stats(validity), "recovery_at_n_admissible_minus_grpo": stats(minus_grpo),
+                "recovery_at_n_admissible_minus_sft": stats(minus_sft)}
+
+    rows = {"reaches": row([-0.01, -0.02, -0.01], [0.3, 0.2, 0.4], [0.10, 0.12, 0.11]),
+            "too invalid": row([-0.05, -0.02, -0.04], [0.3, 0.2, 0.4], [0.10, 0.12, 0.11]),
+            "sft interval spans 0": row([0.0, 0.0, 0.0], [0.3, 0.2, 0.4], [0.2, 0.0, 0.1]),
+            "one seed": row([0.0], [0.3], [0.2]),
+            "GRPO": {"validity": stats([0.9, 0.9])}}  # no differences to itself: not judged
+    verdicts = bench.target_verdicts(rows, margin=0.02)
+    assert set(verdicts) == {"reaches", "too invalid", "sft interval spans 0", "one seed"}
+    assert verdicts["reaches"] == {"reached": True, "misses": [], "seeds": [0, 1, 2]}
+    assert not verdicts["too invalid"]["reached"] and verdicts["too invalid"]["misses"] == [
+        "validity - GRPO -0.037 (more than 0.02 below GRPO's)"]
+    assert [m.split(" ")[2] for m in verdicts["sft interval spans 0"]["misses"]] == ["SFT"]
+    assert len(verdicts["one seed"]["misses"]) == 2 and not verdicts["one seed"]["reached"]
+    lines = "\n".join(bench.target_lines({"validity_margin": 0.02, "verdicts": verdicts}, planned_seeds=3))
+    assert "- reaches (final): REACHED." in lines
+    assert "- one seed (provisional, 1 of 3 seeds): NOT reached: RR@|H_O| - GRPO +0.300 (1 seed)" in lines
+    assert bench.target_lines(None, 5) == [] and bench.V2_VOXEL.target_validity_margin is None
+    recorded = json.loads(json.dumps(bench.V3_VOXEL.__dict__, default=list))
+    recorded.pop("target_validity_margin")  # the campaign recorded its protocol before the report had a target
+    assert bench.resumable(recorded, json.loads(json.dumps(bench.V3_VOXEL.__dict__, default=list)))
+
+
 def test_v3_plan_completes_sft_grpo_ips_for_every_seed_then_each_other_arm_in_turn() -> None:
     protocol = bench.Protocol(**{**bench.V3_VOXEL.__dict__, "seeds": (0, 1)})
     assert bench.plan(protocol) == [
