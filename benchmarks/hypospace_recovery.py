@@ -281,9 +281,15 @@ def continue_sft(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
             "--per_device_train_batch_size", str(8 * protocol.prompts_per_step),
             "--learning_rate", str(protocol.learning_rate), "--logging_steps", "1",
             "--save_strategy", "steps", "--save_steps", str(protocol.save_steps), "--save_total_limit", "2",
-            "--output_dir", str(run), *resume, *protocol.schedule_args], log)
+            "--output_dir", str(run), *resume, *protocol.schedule_args, *_held_out_curve(protocol)], log)
     _add_train_seconds(run / "divrl_benchmark.json", start, resumed=checkpoint is not None)
     return merged
+
+
+def _held_out_curve(protocol: Protocol) -> list[str]:
+    """Command-line switches for the held-out RR@8 / validity curve during training (the recipes' instances and
+    samples; `divrl train` and `divrl sft` alike), or none when the protocol has no eval_steps."""
+    return [] if protocol.eval_steps is None else ["--recovery_eval", "true", "--eval_steps", str(protocol.eval_steps)]
 
 
 def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) -> Path:
@@ -305,9 +311,7 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     print(f"  training {method} seed {seed}: {protocol.steps} steps"
           + (f", resuming from {checkpoint.name}" if checkpoint else ""), flush=True)
     start = time.time()
-    budget = ["--per_device_train_batch_size", str(8 * protocol.prompts_per_step)]
-    if protocol.eval_steps is not None:
-        budget += ["--recovery_eval", "true", "--eval_steps", str(protocol.eval_steps)]
+    budget = ["--per_device_train_batch_size", str(8 * protocol.prompts_per_step), *_held_out_curve(protocol)]
     if protocol.sft:
         budget += ["--n_exemplars", "0"]
     budget += [arg for switch in switches for arg in (f"--{switch}", "true")]

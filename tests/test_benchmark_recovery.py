@@ -523,10 +523,11 @@ def test_weak_warm_start_and_continued_sft_take_the_protocol_budget(monkeypatch:
     (command,) = commands
     flag = {name: command[command.index(name) + 1] for name in (
         "--model_name_or_path", "--max_steps", "--per_device_train_batch_size", "--learning_rate",
-        "--lr_scheduler_type", "--sample_seed", "--seed")}
+        "--lr_scheduler_type", "--sample_seed", "--seed", "--recovery_eval", "--eval_steps")}
     assert flag == {"--model_name_or_path": str(merged), "--max_steps": "24", "--per_device_train_batch_size": "32",
                     "--learning_rate": "5e-05", "--lr_scheduler_type": "constant", "--sample_seed": "1003",
-                    "--seed": "3"}
+                    "--seed": "3", "--recovery_eval": "true", "--eval_steps": str(protocol.eval_steps)}
+    continued_curve = command[command.index("--recovery_eval"):]
     commands.clear()
     bench.warm_start(protocol, 4, tmp_path, tmp_path / "log.txt")
     assert commands[0][commands[0].index("--max_steps") + 1] == "9"
@@ -535,6 +536,7 @@ def test_weak_warm_start_and_continued_sft_take_the_protocol_budget(monkeypatch:
     train = commands[-1]
     assert train[1].endswith("hypospace-voxel/count.yaml") and train[train.index("--ips") + 1] == "true"
     assert train[train.index("--lr_scheduler_type") + 1] == "constant"
+    assert train[train.index("--recovery_eval"):][:4] == continued_curve[:4]  # the same held-out curve as RL's
     assert protocol.seeds_for("count+ips") == (0, 1, 2, 3, 4)
 
 

@@ -172,7 +172,7 @@ def test_construction_errors_are_clear(tiny_qwen3: Path, tmp_path: Path) -> None
     with pytest.raises(ValueError, match="interval must be >= 1"):
         RecoveryEvalCallback(trainer, every=0)
     trainer.eval_dataset = None
-    with pytest.raises(ValueError, match="held-out split as the trainer's eval_dataset"):
+    with pytest.raises(ValueError, match="held-out split as its dataset or the trainer's eval_dataset"):
         RecoveryEvalCallback(trainer)
     trainer.eval_dataset = TASK.train_dataset(split="test").remove_columns(["hypotheses"])
     with pytest.raises(ValueError, match=r"columns \['hypotheses'\]"):

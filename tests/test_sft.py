@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -121,3 +122,39 @@ def test_divrl_sft_resumes_from_a_checkpoint(tiny_qwen3: Path, tmp_path: Path) -
     assert main(resumed) == 0
     assert (out / "checkpoint-3").is_dir() and (out / "merged" / "config.json").is_file()
     assert first.stat().st_mtime_ns == written  # step 1 was not trained (and saved) again: the run resumed
+
+
+def test_divrl_sft_logs_a_held_out_recovery_curve_without_changing_what_it_trains(tiny_qwen3: Path,
+                                                                                  tmp_path: Path) -> None:
+    """recovery_eval on `divrl sft`: the held-out curve at step 0, every eval_steps and the end, sampled from its own
+    random stream, so the adapter is the one a run without it trains."""
+    from safetensors.torch import load_file
+
+    from divrl.cli import main
+    from divrl.tasks.hypospace.recovery_callback import EVAL_PREFIX
+
+    args = ["sft", str(RECIPES / "hypospace-voxel.yaml"), "--model_name_or_path", str(tiny_qwen3), "--max_steps", "2",
+            "--learning_rate", "0.05", "--instance_limit", "20", "--merge", "false", "--logging_steps", "1"]
+    curve = ["--recovery_eval", "true", "--recovery_eval_instances", "2", "--recovery_eval_samples", "2",
+             "--recovery_eval_max_new_tokens", "4", "--eval_steps", "1"]
+    assert main([*args, "--output_dir", str(tmp_path / "plain")]) == 0
+    assert main([*args, *curve, "--output_dir", str(tmp_path / "curve")]) == 0
+    history = json.loads((tmp_path / "curve" / "trainer_state.json").read_text())["log_history"]
+    evals = [e for e in history if f"{EVAL_PREFIX}validity" in e]
+    assert [e["step"] for e in evals] == [0, 1, 2]
+    assert all(0 <= e[f"{EVAL_PREFIX}validity"] <= 1 and f"{EVAL_PREFIX}recovery@2" in e for e in evals)
+    assert any("loss" in e for e in history)  # the training log is kept beside the evaluations
+    plain, curved = (load_file(tmp_path / run / "adapter_model.safetensors") for run in ("plain", "curve"))
+    assert plain.keys() == curved.keys()
+    assert all(torch.equal(plain[name], curved[name]) for name in plain)
+
+
+def test_sft_recovery_eval_without_a_token_limit_names_the_field(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl.sft import main
+
+    recipe = tmp_path / "sft.yaml"  # SFTConfig has no max_completion_length to fall back on
+    recipe.write_text("".join(line for line in (RECIPES / "hypospace-voxel.yaml").read_text().splitlines(True)
+                              if not line.startswith("recovery_eval_max_new_tokens:")))
+    with pytest.raises(ValueError, match="recovery_eval_max_new_tokens"):
+        main(["--config", str(recipe), "--model_name_or_path", str(tiny_qwen3), "--instance_limit", "20",
+              "--recovery_eval", "true", "--output_dir", str(tmp_path / "out")])

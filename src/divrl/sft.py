@@ -21,7 +21,8 @@ from typing import Any
 
 from divrl.task import build_task
 from divrl.train import (
-    TaskArguments,
+    RecoveryEvalArguments,
+    add_recovery_eval,
     read_command_line,
     recipe_parser,
     register_recipe_command,
@@ -32,8 +33,9 @@ MERGED_SUBDIR = "merged"
 
 
 @dataclass
-class SFTScriptArguments(TaskArguments):
-    """What to warm-start on: a HypoSpace task, its split and prompts, and how many answers per instance."""
+class SFTScriptArguments(RecoveryEvalArguments):
+    """What to warm-start on: a HypoSpace task, its split and prompts, and how many answers per instance; and
+    optionally the held-out recovery curve while it trains (recovery_eval, as in `divrl train`)."""
 
     prompt_style: str = field(default="base", metadata={
         "help": "'base' (plain text; the completion continues the answer label and ends with the END line) or "
@@ -73,7 +75,8 @@ def parse_recipe(argv: Sequence[str]) -> tuple[SFTScriptArguments, Any, Any]:
 
 
 def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) -> Any:
-    """Task data, model and LoRA wired into TRL's `SFTTrainer` (loss on the completion tokens only)."""
+    """Task data, model and LoRA wired into TRL's `SFTTrainer` (loss on the completion tokens only), with the
+    held-out recovery callback when recovery_eval is set."""
     from trl import SFTTrainer
 
     from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
@@ -88,8 +91,13 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
                                                 dtype=model_args.dtype, revision=model_args.model_revision,
                                                 attn_implementation=model_args.attn_implementation,
                                                 trust_remote_code=sft_args.trust_remote_code, cpu=sft_args.use_cpu)
-    return SFTTrainer(model=model, args=sft_args, train_dataset=dataset.remove_columns("id"),
-                      processing_class=tokenizer, peft_config=lora_config_from_model_args(model_args))
+    trainer = SFTTrainer(model=model, args=sft_args, train_dataset=dataset.remove_columns("id"),
+                         processing_class=tokenizer, peft_config=lora_config_from_model_args(model_args))
+    if script.recovery_eval:  # the prompts RL and `divrl eval recovery` will use after this warm start
+        held_out = task.train_dataset(split="test", style=script.prompt_style, seed=script.split_seed,
+                                      limit=script.instance_limit, n_exemplars=script.n_exemplars)
+        add_recovery_eval(trainer, task, script, held_out)
+    return trainer
 
 
 @contextmanager

@@ -53,7 +53,25 @@ class TaskArguments:
 
 
 @dataclass
-class TrainScriptArguments(TaskArguments):
+class RecoveryEvalArguments(TaskArguments):
+    """Held-out HypoSpace recovery while training (shared by `divrl train` and `divrl sft`)."""
+
+    recovery_eval: bool = field(default=False, metadata={
+        "help": "Evaluate held-out recovery during training (HypoSpace): `RecoveryEvalCallback` samples the policy on "
+                "the test split and logs divrl/eval/recovery@n, divrl/eval/validity and "
+                "divrl/eval/uniqueness before the first step, every eval_steps (else logging_steps) and at the "
+                "last step. Independent of eval_strategy (TRL's own eval loop)."})
+    recovery_eval_instances: int = field(default=8, metadata={
+        "help": "Held-out instances per recovery evaluation (the first ones of the test split; 0 = all)."})
+    recovery_eval_samples: int = field(default=8, metadata={
+        "help": "Completions N per instance in a recovery evaluation."})
+    recovery_eval_max_new_tokens: int | None = field(default=None, metadata={
+        "help": "Token limit of recovery-evaluation completions (default: max_completion_length; `divrl sft` has "
+                "none, so needs it)."})
+
+
+@dataclass
+class TrainScriptArguments(RecoveryEvalArguments):
     """What to train on: the task, its parameters and how its prompts are built."""
 
     prompt_style: str = field(default="auto", metadata={
@@ -63,17 +81,6 @@ class TrainScriptArguments(TaskArguments):
     quantize: str = field(default="auto", metadata={
         "help": "'auto' (4-bit NF4 on CUDA, unquantized on CPU), '4bit' or 'none'. Overrides ModelConfig's "
                 "load_in_4bit, which is ignored."})
-    recovery_eval: bool = field(default=False, metadata={
-        "help": "Evaluate held-out recovery during training (HypoSpace): the test split is passed to the trainer "
-                "as eval_dataset and `RecoveryEvalCallback` logs divrl/eval/recovery@n, divrl/eval/validity and "
-                "divrl/eval/uniqueness before the first step, every eval_steps (else logging_steps) and at the "
-                "last step. Independent of eval_strategy (TRL's own eval loop)."})
-    recovery_eval_instances: int = field(default=8, metadata={
-        "help": "Held-out instances per recovery evaluation (the first ones of the test split; 0 = all)."})
-    recovery_eval_samples: int = field(default=8, metadata={
-        "help": "Completions N per instance in a recovery evaluation."})
-    recovery_eval_max_new_tokens: int | None = field(default=None, metadata={
-        "help": "Token limit of recovery-evaluation completions (default: max_completion_length)."})
     train_prompts: str | None = field(default=None, metadata={
         "help": "JSONL file of prompts to train on, one {\"prompt\": ...} per line (e.g. OUT/exploration.jsonl of "
                 "`divrl sample-reference --split`, DPH-RL's exploration set): rows of the split whose prompt is not "
@@ -164,14 +171,19 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
                            eval_dataset=eval_dataset if trl_eval else None, processing_class=tokenizer,
                            peft_config=peft_config, task=task)
     if script_args.recovery_eval:
-        from divrl.tasks.hypospace.recovery_callback import RecoveryEvalCallback
-
         trainer.eval_dataset = eval_dataset
-
-        trainer.add_callback(RecoveryEvalCallback(
-            trainer, task, instances=script_args.recovery_eval_instances, samples=script_args.recovery_eval_samples,
-            max_new_tokens=script_args.recovery_eval_max_new_tokens))
+        add_recovery_eval(trainer, task, script_args, eval_dataset)
     return trainer
+
+
+def add_recovery_eval(trainer: Any, task: Any, script_args: RecoveryEvalArguments, held_out: Any) -> None:
+    """Attach a `RecoveryEvalCallback` with the recipe's recovery_eval_* settings, sampling `held_out` (the test
+    split's rows, with their admissible sets)."""
+    from divrl.tasks.hypospace.recovery_callback import RecoveryEvalCallback
+
+    trainer.add_callback(RecoveryEvalCallback(
+        trainer, task, dataset=held_out, instances=script_args.recovery_eval_instances,
+        samples=script_args.recovery_eval_samples, max_new_tokens=script_args.recovery_eval_max_new_tokens))
 
 
 def keep_listed_prompts(dataset: Any, path: Path) -> Any:

@@ -1,11 +1,11 @@
 """Held-out recovery during training: `RecoveryEvalCallback` samples the current policy on held-out instances.
 
 Every `every` optimizer steps (the recipe's `eval_steps`, else `logging_steps`), before training (step 0) and
-at the last step, the callback draws `samples` completions for each of the first `instances` rows of the
-trainer's `eval_dataset` (the held-out split, TRL's convention) from the policy being trained (no reload: the
-trainer's own model, adapters and all), reads them with the task's verifier and logs, through
-`transformers.Trainer.log`, so they land in `trainer_state.json`'s `log_history` and in every `report_to`
-tracker (tensorboard, trackio, ...) at that step:
+at the last step, the callback draws `samples` completions for each of the first `instances` held-out rows (the
+trainer's `eval_dataset` by default, TRL's convention) from the policy being trained (no reload: the trainer's
+own model, adapters and all; a GRPO trainer, or TRL's SFTTrainer for a warm start's curve), reads them with
+the task's verifier and logs, through `transformers.Trainer.log`, so they land in `trainer_state.json`'s
+`log_history` and in every `report_to` tracker (tensorboard, trackio, ...) at that step:
 
 - `divrl/eval/recovery@n`: order-free recovery RR(n) (`divrl.core.estimators`; mean over instances) at every
   power of two n < N and at n = N (= recovery after all N samples);
@@ -72,9 +72,11 @@ class RecoveryEvalCallback(TrainerCallback):
     """Log held-out recovery of the current policy every `every` steps (see the module docstring).
 
     Args:
-        trainer: the (DivRL/GRPO) trainer; its `eval_dataset` must be a `datasets.Dataset` with `prompt` and
-            `hypotheses` (the admissible set H_O) columns, as `HypoSpaceTask.train_dataset(split="test")` gives.
+        trainer: the trainer (DivRL/GRPO, or TRL's SFTTrainer: sampling then uses temperature 1, no top-p/top-k
+            truncation, and `max_new_tokens` must be given).
         task: reads completions (`outcome_key`); defaults to `trainer.task`.
+        dataset: the held-out rows, a `datasets.Dataset` with `prompt` and `hypotheses` (the admissible set H_O)
+            columns, as `HypoSpaceTask.train_dataset(split="test")` gives; None = `trainer.eval_dataset`.
         instances: held-out rows evaluated (the first ones; None or 0 = all).
         samples: completions N per instance.
         every: evaluate every this many optimizer steps; None = `args.eval_steps` (a fraction < 1 is a ratio of
@@ -90,6 +92,7 @@ class RecoveryEvalCallback(TrainerCallback):
         trainer: Any,
         task: Any = None,
         *,
+        dataset: Any = None,
         instances: int | None = 8,
         samples: int = 8,
         every: int | None = None,
@@ -104,13 +107,13 @@ class RecoveryEvalCallback(TrainerCallback):
         self.task = task if task is not None else getattr(trainer, "task", None)
         if self.task is None or not hasattr(self.task, "outcome_key"):
             raise ValueError("recovery evaluation needs a task with an `outcome_key` hook (a HypoSpace task)")
-        dataset = trainer.eval_dataset
+        dataset = trainer.eval_dataset if dataset is None else dataset
         if not isinstance(dataset, Dataset):
-            raise ValueError("recovery evaluation needs the held-out split as the trainer's eval_dataset "
-                             f"(a datasets.Dataset), got {type(dataset).__name__}")
+            raise ValueError("recovery evaluation needs the held-out split as its dataset or the trainer's "
+                             f"eval_dataset (a datasets.Dataset), got {type(dataset).__name__}")
         missing = {"prompt", "hypotheses"} - set(dataset.column_names)
         if missing:
-            raise ValueError(f"recovery evaluation needs eval_dataset columns {sorted(missing)} (prompt and the "
+            raise ValueError(f"recovery evaluation needs held-out columns {sorted(missing)} (prompt and the "
                              "admissible set 'hypotheses', as HypoSpace datasets have)")
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
             raise ValueError(f"recovery evaluation samples must be an integer >= 1, got {samples!r}")
@@ -118,6 +121,10 @@ class RecoveryEvalCallback(TrainerCallback):
             raise ValueError(f"recovery evaluation instances must be >= 0 (0 = all), got {instances}")
         if every is not None and every < 1:
             raise ValueError(f"recovery evaluation interval must be >= 1 step, got {every}")
+        max_new_tokens = max_new_tokens or getattr(trainer.args, "max_completion_length", None)
+        if not max_new_tokens:
+            raise ValueError("recovery evaluation needs a token limit: this trainer's args have no "
+                             "max_completion_length (SFT); set max_new_tokens (recipes: recovery_eval_max_new_tokens)")
         if getattr(trainer, "is_fsdp_enabled", False):
             raise ValueError("recovery evaluation during training is not supported under FSDP")
         count = len(dataset) if not instances else min(instances, len(dataset))
@@ -178,10 +185,10 @@ class RecoveryEvalCallback(TrainerCallback):
 
         args = self.trainer.args
         return SamplingConfig(
-            max_new_tokens=self.max_new_tokens or args.max_completion_length,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k or 0,
+            max_new_tokens=self.max_new_tokens,
+            temperature=getattr(args, "temperature", 1.0),  # SFTConfig has no sampling settings: plain sampling
+            top_p=getattr(args, "top_p", 1.0),
+            top_k=getattr(args, "top_k", None) or 0,
             batch_size=self.batch_size,
             seed=args.seed if self.seed is None else self.seed,
             stop=(f"\n{END_MARKER}",),  # as `divrl eval recovery`: the answer ends at its END line
@@ -219,7 +226,7 @@ class RecoveryEvalCallback(TrainerCallback):
         with unwrap_model_for_generation(
             trainer.model_wrapped,
             trainer.accelerator,
-            gather_deepspeed3_params=args.ds3_gather_for_generation,
+            gather_deepspeed3_params=getattr(args, "ds3_gather_for_generation", True),
             gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
         ) as model:
             modes = [(module, module.training) for module in model.modules()]
