@@ -573,7 +573,8 @@ def plot_frontier(rows: dict[str, dict[str, Any]], methods: dict[str, dict[str, 
         seeds = sorted(row["validity"]["per_seed"])
         validity = [row["validity"]["per_seed"][s] for s in seeds]
         recovery = [row["recovery_at_n_admissible"]["per_seed"][s] for s in seeds]
-        points = ax.scatter(validity, recovery, s=22, alpha=0.6, label=f"{label} ({len(seeds)} seeds)")
+        count = f"{len(seeds)} seed" + ("" if len(seeds) == 1 else "s")
+        points = ax.scatter(validity, recovery, s=22, alpha=0.6, label=f"{label} ({count})")
         ax.scatter([np.mean(validity)], [np.mean(recovery)], s=110, color=points.get_facecolor()[0],
                    edgecolor="black", marker="s" if label == SFT_LABEL else "o")
     base = methods.get(BASE_LABEL)
