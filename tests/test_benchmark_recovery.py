@@ -468,6 +468,18 @@ def test_seed_level_intervals_are_student_t_over_seeds_and_paired_by_seed() -> N
     assert one["mean"] == 0.4 and np.isnan(one["ci_low"])
     table = "\n".join(bench.seed_level_lines(rows))
     assert "| IPS-GRPO | 3 | 0: 0.500, 1: 0.600, 2: 0.700 | 0.600 [" in table and "+0.300 [" in table
+    assert bench.control_lines(rows) == []  # no continued-SFT control ran: no secondary table
+
+    # the continued-SFT control (2 seeds) adds a secondary comparison on the seeds both have, outside the primary table
+    collected["SFT + more SFT"] = {"evals": run([0.55, 0.8]), "eval_seeds": [0, 1]}
+    rows = bench.seed_level(collected)
+    versus_control = rows["IPS-GRPO"]["recovery_at_n_admissible_minus_more_sft"]  # by seed: -0.05, -0.2
+    assert versus_control["mean"] == pytest.approx(-0.125) and versus_control["seeds"] == [0, 1]
+    assert "recovery_at_n_admissible_minus_more_sft" not in rows["SFT + more SFT"]
+    assert "more SFT" not in "\n".join(bench.seed_level_lines(rows)).split("\n")[2]  # primary header unchanged
+    control = "\n".join(bench.control_lines(rows))
+    assert "added after the analysis plan" in control
+    assert "| IPS-GRPO | 2 | -0.125 [" in control and "| SFT + more SFT |" not in control
 
 
 def test_target_verdict_needs_validity_near_grpo_and_both_recovery_intervals_above_zero() -> None:
