@@ -609,6 +609,9 @@ def _paired(summary: dict[str, Any], samples: dict[str, np.ndarray], reference: 
 
 
 SEED_METRICS = ("recovery_at_n_admissible", "validity")
+# what seed-level differences are taken against (label, key suffix): GRPO and the SFT start (primary), the
+# continued-SFT control (secondary)
+SEED_REFERENCES = ((METHODS["grpo"], "grpo"), (SFT_LABEL, "sft"), (METHODS[CONTINUED_SFT], "more_sft"))
 
 
 def t_interval(values: list[float], level: float = 0.95) -> dict[str, Any]:
@@ -641,8 +644,7 @@ def seed_level(collected: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]
         row: dict[str, Any] = {}
         for metric, by_seed in mine.items():
             row[metric] = {**t_interval(list(by_seed.values())), "per_seed": by_seed}
-            references = ((METHODS["grpo"], "grpo"), (SFT_LABEL, "sft"), (METHODS[CONTINUED_SFT], "more_sft"))
-            for reference, name in references:
+            for reference, name in SEED_REFERENCES:
                 theirs = means.get(reference, {}).get(metric)
                 shared = sorted(set(by_seed) & set(theirs or ()))
                 if label != reference and shared:
