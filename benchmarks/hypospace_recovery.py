@@ -470,8 +470,8 @@ def bootstrap_means(values: np.ndarray, instance_draws: np.ndarray, seed: int = 
     (rows of `instance_draws`, shared across methods so differences are paired) and seed positions with
     replacement from a generator seeded with `seed`, the same stream in every call, so two methods with the same
     number of seeds draw the same positions (their differences are paired by seed as well). With few seeds the seed
-    level can only redraw the seeds there are: with 3 it spans their range, not a 95% range of training seeds (the
-    seed-level t-interval, `seed_level`, is the statistic for that)."""
+    level can only redraw the seeds there are: with a handful it spans their range, not a 95% range of training
+    seeds (the seed-level t-interval, `seed_level`, is the statistic for that)."""
     rng = np.random.default_rng(seed)
     seeds = values.shape[1]
     means = [values[rows][:, rng.integers(0, seeds, seeds)].mean(axis=(0, 1)) for rows in instance_draws]
@@ -955,14 +955,14 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         f"recipe otherwise (population methods: K=3 members share those steps, so the evaluated member trains "
         f"about a third of them, plus the selection's extra samples). Intervals in brackets below the seed-level "
         f"table: 95% hierarchical bootstrap, a secondary statistic (test instances, and the seeds a method has "
-        f"redrawn with replacement: with 3 seeds that level spans their range, so it does not cover seed-to-seed "
-        f"variation at 95%; with one seed it cannot see it at all); RR - GRPO is paired on the same instance "
-        f"resamples and compares with GRPO's runs of the same seeds (a one-seed method with GRPO seed "
+        f"redrawn with replacement: with a handful of seeds that level spans their range, so it does not cover "
+        f"seed-to-seed variation at 95%; with one seed it cannot see it at all); RR - GRPO is paired on the same "
+        f"instance resamples and compares with GRPO's runs of the same seeds (a one-seed method with GRPO seed "
         f"{p['seeds'][0]}; the base model with all GRPO seeds), since seeds differ a lot.",
         "", *seed_level_lines(data.get("seed_level", {})),
         *target_lines(data.get("target"), len(p["seeds"])), *control_lines(data.get("seed_level", {})),
-        f"| method | seeds | steps done | RR@{p['samples']} [95% CI] | RR - GRPO, same seeds [95% CI] | RR per seed | "
-        f"validity | "
+        f"| method | seeds | steps done, by seed | RR@{p['samples']} [95% CI] | RR - GRPO, same seeds [95% CI] | "
+        f"RR per seed | validity | "
         f"uniqueness | distinct valid found | modal share | distinct answers, all instances | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -976,8 +976,10 @@ def markdown(data: dict[str, Any], stem: str) -> str:
     headline = [(label, m) for label, m in data["methods"].items() if "recovery_at_n_admissible" in m]
     columns, header = headline_columns(bool(p.get("sft")))
     if headline:
+        # where the seed-level table is there, it is the primary statistic and this bootstrap table is secondary
+        title = "Secondary, hierarchical bootstrap" if seed_level_lines(data.get("seed_level", {})) else "Headline"
         lines[-2:-2] = [
-            "Headline: order-free RR@|H_O| (the share of an instance's admissible set found by |H_O| samples, the "
+            f"{title}: order-free RR@|H_O| (the share of an instance's admissible set found by |H_O| samples, the "
             "seeds' budget; `divrl.core.estimators`), validity, and their paired differences to GRPO (same seeds) "
             "and to the base model; the even-spread ceiling is the RR@|H_O| a method's validity would give if its "
             "valid samples were spread evenly over H_O (no policy with that validity expects more; "
@@ -1000,7 +1002,8 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             lines[-4:-4] = ["RR@\\|H_O\\| per \\|H_O\\| tier [95% CI]:", "",
                             "| method | " + " | ".join(header) + " |", "|---|" + "---|" * len(header), *rows, ""]
     for label, m in data["methods"].items():
-        steps = ", ".join(str(t["steps"]) + ("" if t["evaluated"] else " (not evaluated)") for t in m["training"])
+        steps = ", ".join(f"{t['seed']}: {t['steps']}" + ("" if t["evaluated"] else " (not evaluated)")
+                          for t in m["training"])
         if not m.get("seeds"):
             lines.append(f"| {label} | 0 | {steps} | not evaluated yet | | | | | | | | |")
             continue

@@ -165,13 +165,19 @@ def test_rr_at_h_o_and_differences_to_the_base_model_are_paired() -> None:
     # base: validity 0.2 and 0.1 of 20 samples, |H_O| = 5 drawn
     ceiling = (uniform_coverage_ceiling(20, 4, 5, 5) + uniform_coverage_ceiling(20, 2, 5, 5)) / 2
     assert methods["base model"]["uniform_ceiling_at_n_admissible"]["mean"] == pytest.approx(ceiling)
-    text = bench.markdown({"protocol": {"model": "m", "task": "t", "params": {}, "steps": 1, "learning_rate": 1e-5,
-                                        "samples": 16, "seeds": [0, 1], "max_new_tokens": 24, "methods": [],
-                                        "prompts_per_step": 4, "sft": False},
-                           "machine": {"cpu": "c", "cores": 2}, "date": "d", "complete": False, "methods": methods,
-                           "law_fits": []}, "x")
+    data = {"protocol": {"model": "m", "task": "t", "params": {}, "steps": 1, "learning_rate": 1e-5, "samples": 16,
+                         "seeds": [0, 1], "max_new_tokens": 24, "methods": [], "prompts_per_step": 4, "sft": False},
+            "machine": {"cpu": "c", "cores": 2}, "date": "d", "complete": False, "methods": methods, "law_fits": []}
+    text = bench.markdown(data, "x")
     assert "| count bonus | 2 | 0.400 [" in text and "Headline" in text
     assert f"| {ceiling:.3f} [" in text
+    # with a seed-level table (the primary statistic) the bootstrap table is titled secondary, not headline
+    collected["GRPO"]["training"] = [{"seed": seed, "steps": 1, "evaluated": seed == 0, "series": {}}
+                                     for seed in (0, 1)]
+    text = bench.markdown({**data, "methods": bench.compare(collected, resamples=200),
+                           "seed_level": bench.seed_level(collected)}, "x")
+    assert "Secondary, hierarchical bootstrap: order-free" in text and "Headline" not in text
+    assert "| GRPO | 2 | 0: 1, 1: 1 (not evaluated) |" in text
 
 
 def test_confirmatory_rows_leave_out_the_seed_that_chose_a_priority_method() -> None:
