@@ -94,9 +94,14 @@ def test_finished_train_run_leaves_no_model_alive(tiny_qwen3: Path, tmp_path: Pa
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """`divrl demo` runs `divrl train` twice and then the evaluation in one process: once a run returns, its model
     (and so its weights, LoRA, optimizer and activations) must be collectable, not carried into the next phase."""
+    import bitsandbytes  # noqa: F401
+
     from divrl import models
     from divrl.cli import main
 
+    # Imported above, not first inside the run: on its first import bitsandbytes' CPU backend logs the exception of
+    # its failed optional `kernels` import, and pytest keeps that log record, so the exception's traceback would
+    # hold the run's frames (and its model) until the test ends, when this test runs alone.
     loaded = []
     load = models.load_model_and_tokenizer
 
