@@ -940,6 +940,7 @@ def markdown(data: dict[str, Any], stem: str) -> str:
     status = ("complete" if data["complete"] else f"PARTIAL ({done}step counts below; rerun the same command with "
               "--resume, or its make target (`bench-evidence`, `bench-evidence-voxel`, `bench-evidence-v3`), to "
               "continue from the finished units)")
+    seed_table = seed_level_lines(data.get("seed_level", {}))  # the primary statistic, where there are seeds
     lines = [
         f"## Real-model recovery on HypoSpace: {stem} (benchmarks/hypospace_recovery.py)",
         "",
@@ -959,7 +960,7 @@ def markdown(data: dict[str, Any], stem: str) -> str:
         f"seed-to-seed variation at 95%; with one seed it cannot see it at all); RR - GRPO is paired on the same "
         f"instance resamples and compares with GRPO's runs of the same seeds (a one-seed method with GRPO seed "
         f"{p['seeds'][0]}; the base model with all GRPO seeds), since seeds differ a lot.",
-        "", *seed_level_lines(data.get("seed_level", {})),
+        "", *seed_table,
         *target_lines(data.get("target"), len(p["seeds"])), *control_lines(data.get("seed_level", {})),
         f"| method | seeds | steps done, by seed | RR@{p['samples']} [95% CI] | RR - GRPO, same seeds [95% CI] | "
         f"RR per seed | validity | "
@@ -976,8 +977,7 @@ def markdown(data: dict[str, Any], stem: str) -> str:
     headline = [(label, m) for label, m in data["methods"].items() if "recovery_at_n_admissible" in m]
     columns, header = headline_columns(bool(p.get("sft")))
     if headline:
-        # where the seed-level table is there, it is the primary statistic and this bootstrap table is secondary
-        title = "Secondary, hierarchical bootstrap" if seed_level_lines(data.get("seed_level", {})) else "Headline"
+        title = "Secondary, hierarchical bootstrap" if seed_table else "Headline"
         lines[-2:-2] = [
             f"{title}: order-free RR@|H_O| (the share of an instance's admissible set found by |H_O| samples, the "
             "seeds' budget; `divrl.core.estimators`), validity, and their paired differences to GRPO (same seeds) "
