@@ -69,12 +69,45 @@ def test_bad_sft_settings_name_the_field(tiny_qwen3: Path, tmp_path: Path) -> No
 
     recipe = str(RECIPES / "hypospace-voxel.yaml")
     with pytest.raises(ValueError, match="has none"):
-        main(["--config", recipe, "--task", "molecules", "--output_dir", str(tmp_path)])
+        countdown = tmp_path / "countdown.yaml"  # a task without warm-start data
+        countdown.write_text(f"task: countdown\nuse_peft: true\nuse_cpu: true\nbf16: false\n"
+                             f"model_name_or_path: {tiny_qwen3}\n")
+        main(["--config", str(countdown), "--output_dir", str(tmp_path)])
     with pytest.raises(ValueError, match="hypotheses_per_instance must be >= 1"):
         main(["--config", recipe, "--hypotheses_per_instance", "0", "--output_dir", str(tmp_path)])
     with pytest.raises(ValueError, match="use_peft"):
         main(["--config", recipe, "--use_peft", "false", "--model_name_or_path", str(tiny_qwen3),
               "--output_dir", str(tmp_path)])
+
+
+def test_molecule_sft_rows_continue_the_prompt_with_a_molecule_no_prompt_shows() -> None:
+    from divrl.tasks.molecules.chem import answer_smiles
+    from divrl.tasks.molecules.data import few_shot_pool
+    from divrl.tasks.molecules.task import MoleculeTask
+
+    task = MoleculeTask()
+    rows = task.sft_dataset(seed=3, limit=40, sample_seed=1)
+    assert len(rows) == 40 and set(rows.column_names) == {"prompt", "completion"}
+    examples = set(few_shot_pool())
+    targets = [answer_smiles(row["completion"], row["prompt"]) for row in rows]
+    assert all(row["completion"].startswith(" ") and row["completion"].endswith("\n") for row in rows)
+    assert all(t is not None and t not in examples for t in targets)  # never a few-shot example of any prompt
+    task.scorer.score(targets)
+    assert not set(targets) & set(task.scorer.rejected)  # every target passes the chemistry sanity gate
+    assert len(set(targets)) == 40
+    assert [r["completion"] for r in task.sft_dataset(seed=3, limit=40, sample_seed=2)] != [r["completion"] for r in rows]
+    chat = task.sft_dataset(style="chat", limit=2)
+    assert chat[0]["completion"][0]["role"] == "assistant"
+
+
+def test_divrl_sft_trains_a_molecule_warm_start(tiny_qwen3: Path, tmp_path: Path) -> None:
+    from divrl.cli import main
+
+    out = tmp_path / "sft"
+    code = main(["sft", str(RECIPES / "molecules.yaml"), "--model_name_or_path", str(tiny_qwen3), "--max_steps", "1",
+                 "--output_dir", str(out), "--instance_limit", "8", "--merge", "false"])
+    assert code == 0 and (out / "adapter_config.json").is_file()
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 1
 
 
 def test_cpu_sft_projects_only_the_labelled_positions_with_the_same_loss(tiny_qwen3: Path, tmp_path: Path) -> None:

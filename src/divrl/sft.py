@@ -53,8 +53,6 @@ class SFTScriptArguments(RecoveryEvalArguments):
 
 
 def _check_script_args(script: SFTScriptArguments) -> None:
-    if not script.task.startswith("hypospace"):
-        raise ValueError(f"divrl sft builds its data from HypoSpace admissible sets; task {script.task!r} has none")
     if script.prompt_style not in ("base", "chat"):
         raise ValueError(f"prompt_style must be 'base' or 'chat', got {script.prompt_style!r}")
     if script.hypotheses_per_instance < 1:
@@ -82,6 +80,12 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
     from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
 
     task = build_task(script.task, **task_args_with_overrides(script))
+    if not callable(getattr(task, "sft_dataset", None)):
+        raise ValueError(f"divrl sft needs a task with warm-start data (an sft_dataset method); task {script.task!r} "
+                         "has none")
+    if script.recovery_eval and not script.task.startswith("hypospace"):
+        raise ValueError(f"recovery_eval measures HypoSpace recovery; task {script.task!r} has no admissible sets "
+                         "(set recovery_eval false)")
     dataset = task.sft_dataset(split=script.split, style=script.prompt_style, seed=script.split_seed,
                                limit=script.instance_limit, n_exemplars=script.n_exemplars,
                                per_instance=script.hypotheses_per_instance, sample_seed=script.sample_seed)
@@ -91,7 +95,8 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
                                                 dtype=model_args.dtype, revision=model_args.model_revision,
                                                 attn_implementation=model_args.attn_implementation,
                                                 trust_remote_code=sft_args.trust_remote_code, cpu=sft_args.use_cpu)
-    trainer = SFTTrainer(model=model, args=sft_args, train_dataset=dataset.remove_columns("id"),
+    trainer = SFTTrainer(model=model, args=sft_args, train_dataset=dataset.remove_columns(
+                             [c for c in dataset.column_names if c not in ("prompt", "completion")]),
                          processing_class=tokenizer, peft_config=lora_config_from_model_args(model_args))
     if script.recovery_eval:  # the prompts RL and `divrl eval recovery` will use after this warm start
         held_out = task.train_dataset(split="test", style=script.prompt_style, seed=script.split_seed,

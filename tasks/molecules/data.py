@@ -70,6 +70,18 @@ def few_shot_pool() -> list[str]:
     return [s for s in shipped_smiles(FEW_SHOT_SOURCE) if low <= len(s) <= high]
 
 
+def sft_targets() -> list[str]:
+    """Warm-start targets: the distinct canonical SMILES of every shipped file that pass the default chemistry
+    sanity gate and are never a few-shot example (not in `few_shot_pool`), sorted; so no prompt of any seed shows
+    a molecule that supervised training taught."""
+    from divrl.tasks.molecules.chem import parse_smiles
+    from divrl.tasks.molecules.sanity import ChemistryGate
+
+    gate = ChemistryGate()
+    pool = {s for source in SHIPPED_SMILES for s in shipped_smiles(source)} - set(few_shot_pool())
+    return sorted(s for s in pool if gate.rejection(parse_smiles(s)) is None)
+
+
 def base_prompt(examples: list[str]) -> str:
     """Plain-text few-shot prompt for a base model; the completion continues after the last "SMILES:"."""
     return BASE_HEADER + "".join(f"SMILES: {s}\n" for s in examples) + "SMILES:"

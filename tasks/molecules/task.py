@@ -151,6 +151,37 @@ class MoleculeTask:
             )
         return build_dataset(limit or 64, style=style, n_shots=n_exemplars, seed=seed)
 
+    def sft_dataset(
+        self,
+        split: str = "train",
+        style: str = "base",
+        seed: int = 0,
+        limit: int | None = None,
+        n_exemplars: int = 3,
+        sample_seed: int = 0,
+        **_: Any,
+    ) -> Any:
+        """Prompt-completion rows for a supervised warm start (`divrl sft`): the shipped molecules that are never a
+        few-shot example (`data.sft_targets`), shuffled by `sample_seed` (the first `limit`, default all), each
+        after its own seeded few-shot prompt (`seed`) and written as the answer: the prompt's "SMILES:" line
+        continued with the molecule and a newline (base), or the assistant's reply (chat)."""
+        import random
+
+        from datasets import Dataset
+
+        from divrl.tasks.molecules.data import build_rows, sft_targets
+
+        if split != "train":
+            raise ValueError(f"the molecule task has only a 'train' split, got {split!r}")
+        targets = sft_targets()
+        random.Random(f"{sample_seed}-sft").shuffle(targets)
+        targets = targets[:limit] if limit else targets
+        rows = build_rows(len(targets), style=style, n_shots=n_exemplars, seed=seed)
+        return Dataset.from_list([
+            {"prompt": row["prompt"],
+             "completion": f" {smiles}\n" if style == "base" else [{"role": "assistant", "content": smiles}]}
+            for row, smiles in zip(rows, targets, strict=True)])
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state for checkpoints: the MPO config, the reward cache with its oracle-call history and
         counters (`CachedScorer.state_dict`), and the diversity filter's buckets and memory when there is one."""
