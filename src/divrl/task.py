@@ -4,7 +4,9 @@ Only `reward_funcs` is required. The optional hooks unlock methods: `outcome_key
 `behavior` (with `behavior_dims`) for QD archives, `embed` for kNN novelty. Hooks receive the
 completion as plain text plus the dataset row's columns as keyword arguments, must accept ANY string
 (model output is untrusted) and return `None` for output they cannot read. An optional `stop_strings`
-attribute (a tuple of strings) ends training completions there, as EOS does (`DivRLConfig.stop_strings`).
+attribute (a tuple of strings) ends training completions there, as EOS does (`DivRLConfig.stop_strings`). An
+optional `stop_reason()` method (no arguments, returns a one-line reason or None) is asked after every optimizer
+step; a reason ends training there, with a checkpoint (e.g. the molecule task's spent `oracle_budget`).
 """
 
 from __future__ import annotations

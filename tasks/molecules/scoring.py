@@ -15,12 +15,14 @@ canonical SMILES to the reason.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import multiprocessing
 import pickle
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from divrl.tasks.molecules.chem import canonicalize
@@ -52,6 +54,29 @@ def _score_chunk(smiles: list[str]) -> list[float]:
     """Score a chunk of canonical SMILES with the worker's oracle."""
     assert _worker_oracle is not None, "worker used before _init_worker"
     return [float(_worker_oracle(s)) for s in smiles]
+
+
+def read_history(path: str | Path) -> list[list[Any]]:
+    """Oracle calls from a JSONL file of {"smiles": ..., "score": ...} lines (as `write_history` writes them), in
+    order; ValueError naming the file and line when one is not such an object."""
+    calls = []
+    with Path(path).open() as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                calls.append([str(entry["smiles"]), float(entry["score"])])
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(f"{path}:{number}: not an oracle call {{smiles, score}} ({error})") from error
+    return calls
+
+
+def write_history(path: str | Path, history: Sequence[tuple[str, float]]) -> None:
+    """Write oracle calls as JSONL, one {"call", "smiles", "score"} line each (call counts from 1)."""
+    with Path(path).open("w") as handle:
+        for index, (smiles, score) in enumerate(history, 1):
+            handle.write(json.dumps({"call": index, "smiles": smiles, "score": score}) + "\n")
 
 
 class CachedScorer:

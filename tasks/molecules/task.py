@@ -18,8 +18,9 @@ from rdkit.Chem import Crippen, Descriptors
 
 from divrl.tasks.molecules.chem import answer_smiles, parse_smiles, quiet_rdkit
 from divrl.tasks.molecules.diversity_filter import DiversityFilter
+from divrl.tasks.molecules.metrics import check_budget
 from divrl.tasks.molecules.rewards import DEFAULT_COMPONENTS, MPO, SmilesComponent
-from divrl.tasks.molecules.scoring import CachedScorer
+from divrl.tasks.molecules.scoring import CachedScorer, read_history
 
 DEFAULT_MOLWT_RANGE = (100.0, 600.0)
 DEFAULT_LOGP_RANGE = (-2.0, 6.0)
@@ -79,6 +80,9 @@ class MoleculeTask:
     `diversity_filter` (a `DiversityFilter`, or a dict of its keyword arguments as recipes' task_args
     give it) wraps the reward; `workers` > 1 scores batches with at least `pool_threshold`
     new molecules in a process pool (see `CachedScorer`); the ranges normalise the QD descriptors.
+    `oracle_budget` (calls) ends training after the step in which the oracle-call history reaches it (PMO's fixed
+    budget; `stop_reason`); `oracle_history` (a JSONL file of {"smiles", "score"} lines, e.g. an earlier stage's
+    calls) opens the history and cache, and its calls count towards the budget.
     In multi-process training each process keeps its own cache and filter memory.
     """
 
@@ -98,6 +102,8 @@ class MoleculeTask:
         pool_threshold: int = 256,
         molwt_range: tuple[float, float] = DEFAULT_MOLWT_RANGE,
         logp_range: tuple[float, float] = DEFAULT_LOGP_RANGE,
+        oracle_budget: int | None = None,
+        oracle_history: str | None = None,
     ) -> None:
         for field, (low, high) in (("molwt_range", molwt_range), ("logp_range", logp_range)):
             if not low < high:
@@ -105,10 +111,21 @@ class MoleculeTask:
         self.mpo = MPO(components, extra_components=extra_components, weights=weights, hbd_threshold=hbd_threshold,
                        sanity=sanity)
         self.scorer = CachedScorer(self.mpo, workers=workers, pool_threshold=pool_threshold)
+        check_budget(oracle_budget)
+        self.oracle_budget = oracle_budget
+        if oracle_history is not None:
+            self.scorer.load_state_dict({"history": read_history(oracle_history), "hits": 0, "misses": 0})
         self.diversity_filter = _diversity_filter(diversity_filter)
         self.molwt_range = molwt_range
         self.logp_range = logp_range
         self._descriptors = functools.lru_cache(maxsize=100_000)(self._descriptors_of)
+
+    def stop_reason(self) -> str | None:
+        """Why training should stop now (the oracle budget is spent), or None."""
+        calls = self.scorer.oracle_calls
+        if self.oracle_budget is not None and calls >= self.oracle_budget:
+            return f"oracle budget spent: {calls} calls of {self.oracle_budget}"
+        return None
 
     def reward_funcs(self) -> list[Callable[..., list[float]]]:
         """One reward function: the cached MPO, through the diversity filter when one is configured."""

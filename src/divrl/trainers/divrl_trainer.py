@@ -81,6 +81,7 @@ from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.model_card import model_card_identity
 from divrl.trainers.population import Population
 from divrl.trainers.rehearsal import pad_prompt_completion
+from divrl.trainers.task_stop import TaskStopCallback
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +170,8 @@ class DivRLTrainer(GRPOTrainer):
         self._patch_model()
         if args.console_log == "compact":
             use_compact_console(self)
+        if callable(getattr(task, "stop_reason", None)):
+            self.add_callback(TaskStopCallback(self))
 
         self._num_task_rewards = len(self.reward_funcs)
         self._has_bonus_column = any(m.bonus for m in active(args))
