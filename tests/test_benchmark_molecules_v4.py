@@ -1,0 +1,84 @@
+"""Evidence v4's measures and report (benchmarks/molecules_v4.py, molecules_v4_report.py) on made-up histories: the
+budget cut, Yield and Oracle Burden, the pairing by seed, the target verdict and the law fits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import molecules_v4 as v4  # noqa: E402
+import molecules_v4_report as report  # noqa: E402
+
+from divrl.tasks.molecules.scoring import write_history  # noqa: E402
+
+# Ten distinct drug-like molecules (the shipped WEHI set), for histories with real fingerprints.
+MOLECULES = ["CC(=O)Oc1ccccc1C(=O)O", "Cn1c(=O)c2c(ncn2C)n(C)c1=O", "CC(C)Cc1ccc(C(C)C(=O)O)cc1",
+             "CN1CCC[C@H]1c1cccnc1", "O=C(O)c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "c1ccc2ccccc2c1",
+             "CCN(CC)CC(=O)Nc1c(C)cccc1C", "COc1ccc2[nH]cc(CCNC(C)=O)c2c1", "CC1=CC(=O)c2ccccc2C1=O"]
+
+
+def test_budget_measures_read_only_the_first_b_calls() -> None:
+    history = [(s, 0.9 if i % 2 == 0 else 0.5) for i, s in enumerate(MOLECULES)]
+    full = v4.budget_measures(history, budget=10, tau=0.8)
+    cut = v4.budget_measures(history, budget=4, tau=0.8)
+    assert (full["calls"], full["yield"], cut["calls"], cut["yield"]) == (10, 5, 4, 2)
+    assert full["oracle_burden"] is None  # 100 hits are never reached
+    assert 1 <= full["circles"] <= 5 and 0 < full["intdiv"] <= 1
+    assert v4.budget_measures(history, budget=10, tau=0.95)["yield"] == 0
+
+
+def _unit(state: Path, arm: str, seed: int, hits: int, calls: int = 10) -> None:
+    """A landed unit whose first `hits` calls score above tau."""
+    folder = state / "units" / f"{arm}-seed{seed}"
+    folder.mkdir(parents=True)
+    history = [(s, 0.9 if i < hits else 0.1) for i, s in enumerate(MOLECULES[:calls])]
+    write_history(folder / "history.jsonl", history)
+    measures = v4.budget_measures(history, 10, 0.8)
+    fresh = {"validity": 0.5, "mean_mpo_valid": 0.7, "uniqueness": 1.0, "circles_above_tau": 1}
+    (folder / "metrics.json").write_text(json.dumps({"arm": arm, "seed": seed, "B": 10, "tau": 0.8, **measures,
+                                                      "stopped_short": calls < 10, "fresh": fresh}))
+    if arm != "sample":
+        log = [{"step": i, "reward": 0.2 + 0.1 * i - 0.01 * i * i, "diversity/pairwise": 0.9 - 0.1 * i}
+               for i in range(1, 7)]
+        (folder / "trainer_state.json").write_text(json.dumps({"log_history": log}))
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    state = tmp_path / "state"
+    (state / "pilots").mkdir(parents=True)
+    (state / "pilots" / "warm_start.json").write_text(json.dumps({"K": 32, "tau": 0.8}))
+    (state / "pilots" / "budget.json").write_text(json.dumps({"B": 10, "S_max": 20}))
+    return state
+
+
+def test_report_pairs_by_seed_and_gives_the_verdict(state: Path, tmp_path: Path) -> None:
+    for seed, (sample, grpo, ips) in enumerate([(2, 3, 6), (1, 2, 7), (2, 4, 8)]):
+        _unit(state, "sample", seed, sample)
+        _unit(state, "grpo", seed, grpo)
+        _unit(state, "ips", seed, ips, calls=10 if seed else 8)
+    result = report.write_report(state, tmp_path / "results")
+    ips_grpo = next(r for r in result["paired"] if (r["arm"], r["reference"]) == ("ips", "grpo"))
+    assert ips_grpo["yield"]["mean"] == pytest.approx(4.0) and ips_grpo["yield"]["n"] == 3
+    assert ips_grpo["yield"]["ci_low"] > 0
+    verdict = result["verdicts"]["ips"]
+    assert verdict["seeds"] == 3 and not verdict["final"]
+    assert verdict["reached"] is (verdict["checks"]["circles not below grpo"]["ci_high"] >= 0)
+    assert result["verdicts"]["ips+df"]["reached"] is None  # no filter arm landed: not decidable
+    text = (tmp_path / "results" / "molecules_v4.md").read_text()
+    assert "provisional: 3 of 5 seeds" in text and "(stopped short)" in text
+    assert (tmp_path / "results" / "molecules_v4_yield.png").stat().st_size > 0
+    assert result["law"]["arms"]["grpo"]["pooled"]["points"] == 18  # 3 seeds x 6 logged steps
+
+
+def test_a_yield_below_grpo_is_a_miss(state: Path, tmp_path: Path) -> None:
+    for seed, (grpo, ips) in enumerate([(6, 2), (7, 3), (8, 2)]):
+        _unit(state, "sample", seed, 1)
+        _unit(state, "grpo", seed, grpo)
+        _unit(state, "ips", seed, ips)
+    assert report.write_report(state, tmp_path / "results")["verdicts"]["ips"]["reached"] is False
