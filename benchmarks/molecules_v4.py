@@ -354,9 +354,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("pilot-warm-start", "pilot-budget", "run", "report"))
     parser.add_argument("--work", type=Path, default=ROOT.parent / "v4-work", help="heavy files (default ../v4-work)")
+    parser.add_argument("--state", type=Path, default=STATE, help="the committed state folder (a pinned worktree's "
+                        "campaign points it at main's)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the report goes")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS | EXTRA_ARMS))
     args = parser.parse_args(argv)
+    global STATE
+    STATE = args.state.resolve()
     os.chdir(ROOT)  # recipes are named relative to the checkout
     if args.command == "pilot-warm-start":
         print(json.dumps(pilot_warm_start(args.work), indent=1))
@@ -370,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from molecules_v4_report import write_report
 
-        write_report(STATE, RESULTS)
+        write_report(STATE, args.results)
     return 0
 
 
