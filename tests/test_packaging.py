@@ -1,0 +1,79 @@
+"""divrl as users install it: a wheel built from the checkout, installed without `-e` into a fresh virtual environment,
+imports and trains a dry run from another folder. The editable install the suite runs in maps `divrl` onto src/
+whatever pyproject.toml lists, so it hid a wheel without `divrl.methods` and `divrl.backends` (issue 40)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Where each importable folder of the checkout goes in the package (pyproject.toml's package-dir).
+SOURCES = {"divrl": ROOT / "src" / "divrl", "divrl.tasks": ROOT / "tasks"}
+RECIPE = ROOT / "recipes" / "embedded-cpu" / "hypospace-boolean" / "ips.yaml"
+
+
+def _modules_of_the_checkout() -> set[str]:
+    """Every .py file of the package folders, as its path inside the wheel (divrl/tasks/... for tasks/)."""
+    return {"/".join([*package.split("."), *path.relative_to(folder).parts])
+            for package, folder in SOURCES.items() for path in folder.rglob("*.py") if "__pycache__" not in path.parts}
+
+
+def _run(command: list[str | Path], cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{' '.join(map(str, command))}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_without_editable_mode_and_trains_a_dry_run(tmp_path: Path) -> None:
+    # Build from a copy of the packaging inputs: setuptools writes build/ and *.egg-info beside its sources, and the
+    # checkout is shared. No build isolation, no index: the venv's setuptools, nothing downloaded.
+    source = tmp_path / "source"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for folder in ("src", "tasks"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index", source,
+          "-w", tmp_path / "wheel"], cwd=tmp_path)
+    (wheel,) = (tmp_path / "wheel").glob("divrl-*.whl")
+    missing = _modules_of_the_checkout() - set(zipfile.ZipFile(wheel).namelist())
+    assert not missing, f"the wheel lacks {sorted(missing)}: list their packages in pyproject.toml"
+
+    # A fresh venv gets divrl from the wheel only (pip runs for it with --python: its console script then starts
+    # the fresh venv's interpreter); the dependencies come from this interpreter's site-packages through a .pth
+    # file, added after the install so that pip sees no other divrl. Python does not run the .pth files of a folder
+    # listed in a .pth file, so the editable install's finder there stays inactive.
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp_path)
+    python = venv / "bin" / "python"
+    _run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel],
+         cwd=tmp_path)
+    purelib = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp_path)
+                   .strip())
+    dependencies = [p for p in [*site.getsitepackages(), site.getusersitepackages()] if Path(p).is_dir()]
+    (purelib / "dependencies.pth").write_text("\n".join(dependencies) + "\n")
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    probe = ("import json, sys, divrl, divrl.backends, divrl.methods, divrl.tasks.hypospace; "
+             "print(json.dumps({'files': [m.__file__ for m in (divrl, divrl.backends, divrl.methods, divrl.tasks)], "
+             "'path': sys.path}))")
+    seen = json.loads(_run([python, "-c", probe], cwd=elsewhere, env=env).splitlines()[-1])
+    assert all(Path(f).is_relative_to(purelib) for f in seen["files"]), seen["files"]
+    checkout = {ROOT, *SOURCES.values(), ROOT / "src"}
+    assert not [p for p in seen["path"] if p and Path(p).resolve() in checkout], seen["path"]
+
+    _run([venv / "bin" / "divrl", "train", RECIPE, "--dry_run", "true", "--output_dir", "out"], cwd=elsewhere, env=env)
+    state = json.loads((elsewhere / "out" / "dry-run" / "trainer_state.json").read_text())
+    assert state["global_step"] == 1
