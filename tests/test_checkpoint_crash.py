@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from checkpoint_kill_script import MAX_STEPS, final_state, run
+from close import EXACT, WEIGHT_PARTS, assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,21 +24,6 @@ def _kill_inside_save(model: Path, out: Path, point: str, step: int) -> None:
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "checkpoint_kill_script.py"), str(model), str(out),
                            point, str(step)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == -9, f"expected SIGKILL, got {done.returncode}: {done.stderr[-3000:]}"
-
-
-def _assert_equal(a, b, where: str = "") -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for key in a:
-            _assert_equal(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _assert_equal(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +59,7 @@ def test_kill_inside_the_save_then_resume_gives_the_uninterrupted_state(
     history = json.loads((out / f"checkpoint-{MAX_STEPS}" / "trainer_state.json").read_text())["log_history"]
     assert history and resumed.state.global_step == MAX_STEPS
     assert resumed.population.state.soups == 1  # the selection after step 4 ran in the resumed process
-    _assert_equal(uninterrupted, final_state(resumed))
+    assert_close(final_state(resumed), uninterrupted, tol=EXACT)
 
 
 def test_resume_from_latest_skips_incomplete_checkpoints(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -125,14 +111,15 @@ def test_a_checkpoint_in_the_three_file_layout_resumes_to_the_uninterrupted_stat
         tiny_qwen3: Path, tmp_path: Path, uninterrupted: dict) -> None:
     """tests/golden/legacy-checkpoint-2: step 2 of this run as divrl wrote it before the method-registry redesign
     (issue 30): `divrl_state.pt`, `population_state.pt` and `flowrl_log_z.pt` beside the Trainer's files, no
-    manifest. However method state is stored later, such a checkpoint must keep resuming."""
+    manifest. However method state is stored later, such a checkpoint must keep resuming. Its steps 1-2 ran on the
+    machine that recorded it, so the state matches within `close.NUMBERS` and `close.WEIGHTS`, not bit for bit."""
     import shutil
 
     out = tmp_path / "run"
     shutil.copytree(ROOT / "tests" / "golden" / "legacy-checkpoint-2", out / "checkpoint-2")
     resumed = run(tiny_qwen3, out, resume=True)
     assert resumed.state.global_step == MAX_STEPS
-    _assert_equal(uninterrupted, final_state(resumed))
+    assert_close(final_state(resumed), uninterrupted, parts=WEIGHT_PARTS)
 
 
 @pytest.mark.slow
@@ -146,4 +133,4 @@ def test_a_kill_at_any_point_of_a_save_resumes_to_the_uninterrupted_state(
     _kill_inside_save(tiny_qwen3, out, point, step=step)
     resumed = run(tiny_qwen3, out, resume=True)
     assert resumed.state.global_step == MAX_STEPS
-    _assert_equal(uninterrupted, final_state(resumed))
+    assert_close(final_state(resumed), uninterrupted, tol=EXACT)
