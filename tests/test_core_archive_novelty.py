@@ -158,3 +158,26 @@ def test_entropy_controller_rejects_non_finite_entropy(entropy):
         AdaptiveEntropyCoefficient(target=1.0, lr=float("nan"))
     with pytest.raises(ValueError, match="missing key.s. alpha"):
         controller.load_state_dict({"target": 1.0, "lr": 0.5, "max_alpha": None})
+
+
+def test_entropy_controller_auto_target_measures_the_first_steps_and_holds_them():
+    controller = AdaptiveEntropyCoefficient(target=None, lr=0.5, auto_scale=2.0, auto_steps=2)
+    assert controller.update(0.05) == 0.0 and controller.target is None  # measuring: alpha does not move
+    half = AdaptiveEntropyCoefficient(target=None, lr=0.5, auto_scale=2.0, auto_steps=2)
+    half.load_state_dict(controller.state_dict())  # a checkpoint in the middle of the measurement resumes it
+    for c in (controller, half):
+        assert c.update(0.15) == 0.0 and c.target == pytest.approx(2.0 * 0.1)  # 2 x mean(0.05, 0.15)
+        assert c.update(0.1) == pytest.approx(0.5 * 0.1)  # then dual descent toward 0.2
+    assert half.state_dict() == controller.state_dict() and controller.state_dict()["auto"]["measured"] == 2
+    with pytest.raises(ValueError, match="auto_steps"):
+        AdaptiveEntropyCoefficient(target=None, lr=0.5, auto_steps=0)
+
+
+def test_entropy_controller_counts_steps_far_below_target():
+    controller = AdaptiveEntropyCoefficient(target=1.0, lr=0.1)
+    for _ in range(3):
+        controller.update(0.4)  # at most half the target: far below
+    assert controller.far_below_steps == 3 and controller.alpha == pytest.approx(3 * 0.06)
+    controller.update(0.6)  # below target (alpha rises) but not far below: the count restarts
+    assert controller.far_below_steps == 0
+    assert set(controller.state_dict()) == {"target", "lr", "max_alpha", "alpha"}  # explicit target: state unchanged

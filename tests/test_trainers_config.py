@@ -105,7 +105,7 @@ def test_presets_switch_their_method_on(tiny_qwen3: Path, tmp_path: Path) -> Non
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3)
     maxent = MaxEntGRPOTrainer(str(tiny_qwen3), distinct_chars_reward, args=make_config(tmp_path, novelty_k=3),
                                train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
-    assert (maxent.args.maxent_entropy_target, maxent.args.novelty_coef, maxent.args.length_bins) == (1.0, 0.3, 3)
+    assert (maxent.args.maxent_entropy_target, maxent.args.novelty_coef, maxent.args.length_bins) == ("auto", 0.3, 3)
     assert maxent.args.novelty_k == 3
     divergence = DivergenceGRPOTrainer(str(tiny_qwen3), distinct_chars_reward,
                                        args=make_config(tmp_path, divergence="forward_kl"),
@@ -132,7 +132,7 @@ def test_explicit_values_win_over_presets_even_when_equal_to_the_default(tiny_qw
     maxent = MaxEntGRPOTrainer(str(tiny_qwen3), distinct_chars_reward,
                                args=make_config(tmp_path, novelty_coef=0.0, length_bins=0),
                                train_dataset=prompt_dataset(), processing_class=tokenizer, peft_config=lora_config())
-    assert (maxent.args.maxent_entropy_target, maxent.args.novelty_coef, maxent.args.length_bins) == (1.0, 0.0, 0)
+    assert (maxent.args.maxent_entropy_target, maxent.args.novelty_coef, maxent.args.length_bins) == ("auto", 0.0, 0)
     assert not maxent.args.novelty_enabled and not maxent.args.length_bins_enabled
     divergence = DivergenceGRPOTrainer(str(tiny_qwen3), distinct_chars_reward,
                                        args=make_config(tmp_path, divergence=None),
@@ -173,7 +173,7 @@ def test_presets_fill_only_unset_fields_from_python_cli_and_recipes(source: str,
     fresh = build({})
     assert (fresh.ips, fresh.novelty_coef, fresh.length_bins, fresh.divergence) == (False, 0.0, 0, None)
     fresh.apply_preset(MaxEntGRPOTrainer.preset)
-    assert (fresh.maxent_entropy_target, fresh.novelty_coef, fresh.length_bins) == (1.0, 0.3, 3)
+    assert (fresh.maxent_entropy_target, fresh.novelty_coef, fresh.length_bins) == ("auto", 0.3, 3)
     with pytest.raises(ValueError, match="DivRLConfig.novelty_k cannot take a preset"):
         fresh.apply_preset({"novelty_k": 3})
 

@@ -202,6 +202,40 @@ def test_entropy_coefficient_follows_dual_descent(tiny_qwen3: Path, tmp_path: Pa
     assert applied == pytest.approx([0.0, *expected[:-1]], rel=1e-5)  # TRL applies last step's alpha
 
 
+def test_auto_entropy_target_is_the_first_steps_entropy(tiny_qwen3: Path, tmp_path: Path) -> None:
+    steps = [["ab", "cd", "ef", "gh"]] * 3
+    reward = _reward_table({"ab": 1.0, "cd": 2.0, "ef": 3.0, "gh": 4.0})
+    trainer, _ = _train_scripted(tiny_qwen3, tmp_path, steps, reward, maxent_entropy_target="auto",
+                                 maxent_alpha_lr=0.1)
+    history = trainer.state.log_history
+    entropy, alpha = logged(history, "entropy"), logged(history, "maxent/alpha")
+    state = trainer.diversity_state["maxent_entropy"].controller.state_dict()
+    assert state["target"] == pytest.approx(entropy[0], rel=1e-5)  # measured on the first step
+    assert state["auto"] == {"scale": 1.0, "steps": 1, "entropy_sum": pytest.approx(entropy[0], rel=1e-5),
+                             "measured": 1}
+    expected, current = [0.0], 0.0  # no dual step while measuring, then dual descent toward the measured target
+    for h in entropy[1:]:
+        current = max(0.0, current - 0.1 * (h - entropy[0]))
+        expected.append(current)
+    assert alpha == pytest.approx(expected, rel=1e-5, abs=1e-9)
+
+
+def test_entropy_far_below_target_warns_once(tiny_qwen3: Path, tmp_path: Path, caplog) -> None:
+    steps = [["ab", "cd", "ef", "gh"]] * 3
+    reward = _reward_table({"ab": 1.0, "cd": 2.0, "ef": 3.0, "gh": 4.0})
+    with caplog.at_level("WARNING", logger="divrl.methods.maxent_entropy"):
+        trainer, _ = _train_scripted(tiny_qwen3, tmp_path, steps, reward, maxent_entropy_target=100.0,
+                                     maxent_warn_steps=2)
+    warnings = [r.getMessage() for r in caplog.records if "far below its target" in r.getMessage()]
+    assert len(warnings) == 1 and "H* = 100.000 for 2 steps" in warnings[0]  # at step 2, not again at step 3
+    assert trainer.diversity_state["maxent_entropy"].controller.far_below_steps == 3
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="divrl.methods.maxent_entropy"):
+        _train_scripted(tiny_qwen3, tmp_path / "quiet", steps, reward, maxent_entropy_target=100.0,
+                        maxent_warn_steps=0)
+    assert not [r for r in caplog.records if "far below its target" in r.getMessage()]
+
+
 @pytest.mark.parametrize("quantile", [1.0, 0.5])
 def test_entropy_controller_measures_the_tokens_the_bonus_acts_on(quantile: float, tiny_qwen3: Path,
                                                                    tmp_path: Path) -> None:

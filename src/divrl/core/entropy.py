@@ -1,5 +1,5 @@
 """Adaptive entropy coefficient by dual descent toward a target entropy (MaxEnt-GRPO, the execution-rewards paper Eq.
-4)."""
+4), with an optional target measured on the policy itself (`target=None`: divrl's `auto`)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,23 @@ from typing import Any
 
 from divrl.core._groups import check_state_keys
 
+# "Far below target": entropy at most H* - FAR_BELOW |H*| (half the target for a positive one).
+FAR_BELOW = 0.5
+
 
 class AdaptiveEntropyCoefficient:
-    """alpha* = argmin_{alpha >= 0} alpha (H - H*): step alpha <- max(0, alpha - lr (H - H*)).
+    """alpha* = argmin_{alpha >= 0} alpha (H - H*): step alpha <- max(0, alpha - lr (H - H*)), capped at max_alpha.
 
     Entropy below target raises alpha (a stronger bonus), above target lowers it toward 0.
+    `target=None` measures it: the first `auto_steps` updates only record the entropy (alpha stays at its initial
+    value), then H* = `auto_scale` x their mean, i.e. the policy holds (a multiple of) its starting entropy.
+    `far_below_steps` counts the latest updates in a row whose entropy was far below the target (at most
+    H* - |H*| / 2), each of which raised alpha or left it at its cap; it is not checkpointed.
     """
 
-    def __init__(self, target: float, lr: float, init_alpha: float = 0.0, max_alpha: float | None = None) -> None:
-        if not math.isfinite(target):
+    def __init__(self, target: float | None, lr: float, init_alpha: float = 0.0, max_alpha: float | None = None,
+                 auto_scale: float = 1.0, auto_steps: int = 1) -> None:
+        if target is not None and not math.isfinite(target):
             raise ValueError(f"target entropy must be finite, got {target}")
         if not (math.isfinite(lr) and lr > 0):
             raise ValueError(f"entropy controller lr must be finite and > 0, got {lr}")
@@ -24,24 +32,59 @@ class AdaptiveEntropyCoefficient:
             raise ValueError(f"init_alpha must be finite and >= 0, got {init_alpha}")
         if max_alpha is not None and max_alpha < init_alpha:
             raise ValueError(f"max_alpha ({max_alpha}) must be >= init_alpha ({init_alpha})")
-        self.target, self.lr, self.max_alpha = float(target), float(lr), max_alpha
+        if not (math.isfinite(auto_scale) and auto_scale > 0):
+            raise ValueError(f"auto_scale must be finite and > 0, got {auto_scale}")
+        if auto_steps < 1:
+            raise ValueError(f"auto_steps must be >= 1, got {auto_steps}")
+        self.target, self.lr, self.max_alpha = None if target is None else float(target), float(lr), max_alpha
         self.alpha = float(init_alpha)
+        # Measuring the target (target=None): the scale, the steps, and the entropy sum / steps seen so far.
+        self.auto: dict[str, float] | None = None if target is not None else {
+            "scale": float(auto_scale), "steps": int(auto_steps), "entropy_sum": 0.0, "measured": 0}
+        self.far_below_steps = 0
 
     def update(self, entropy: float) -> float:
-        """One dual-descent step on the measured entropy; returns the new alpha (ValueError on NaN / inf)."""
+        """One dual-descent step on the measured entropy (or one measurement while the target is being measured);
+        returns the new alpha (ValueError on NaN / inf)."""
         entropy = float(entropy)
         if not math.isfinite(entropy):
             raise ValueError(f"measured entropy must be finite, got {entropy}: alpha would become meaningless")
-        alpha = max(0.0, self.alpha - self.lr * (entropy - self.target))
+        if self.target is None:
+            assert self.auto is not None
+            self.auto["entropy_sum"] += entropy
+            self.auto["measured"] += 1
+            if self.auto["measured"] == self.auto["steps"]:
+                self.target = self.auto["scale"] * self.auto["entropy_sum"] / self.auto["steps"]
+            return self.alpha
+        alpha = self._step(entropy, self.target)
         self.alpha = alpha if self.max_alpha is None else min(alpha, self.max_alpha)
+        far = entropy <= self.target - FAR_BELOW * abs(self.target)
+        self.far_below_steps = self.far_below_steps + 1 if far else 0
+        return self.alpha
+
+    def _step(self, entropy: float, target: float) -> float:
+        """The next alpha before the cap: the dual-descent step (a subclass may swap the rule)."""
+        return max(0.0, self.alpha - self.lr * (entropy - target))
+
+    @property
+    def coefficient(self) -> float:
+        """The entropy-bonus coefficient the next loss applies: alpha."""
         return self.alpha
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-able controller state."""
-        return {"target": self.target, "lr": self.lr, "max_alpha": self.max_alpha, "alpha": self.alpha}
+        """JSON-able controller state (`auto` only for a measured target)."""
+        state: dict[str, Any] = {"target": self.target, "lr": self.lr, "max_alpha": self.max_alpha,
+                                 "alpha": self.alpha}
+        if self.auto is not None:
+            state["auto"] = dict(self.auto)
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state saved by `state_dict`."""
         check_state_keys(state, ("target", "lr", "max_alpha", "alpha"), "AdaptiveEntropyCoefficient")
-        self.target, self.lr = float(state["target"]), float(state["lr"])
+        target = state["target"]
+        self.target, self.lr = None if target is None else float(target), float(state["lr"])
         self.max_alpha, self.alpha = state["max_alpha"], float(state["alpha"])
+        self.auto = dict(state["auto"]) if state.get("auto") is not None else None
+        if self.target is None and self.auto is None:
+            raise ValueError("AdaptiveEntropyCoefficient state has no target and no 'auto' measurement")
