@@ -1,5 +1,7 @@
 """Toy runner: method parsing, determinism, the IPS fixed point vs GRPO collapse, each component's effect."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -331,3 +333,46 @@ def test_seed_std_is_the_sample_std_used_by_plots_and_metrics_json():
     run = train(BANDIT, "grpo", TrainConfig(steps=3, group_size=4, lr=0.1), [1, 2, 3])
     l1 = run.curves["l1_to_target"]
     assert summarise(run)["final"]["l1_to_target"]["std"] == pytest.approx(float(seed_std(l1.mean(1))))
+
+
+def _warm_multiplicity():
+    """The 7-step grid warm-started on outcome B's path (per-token entropy 0.15; at most log 2 is reachable)."""
+    env = make_multiplicity_grid()
+    cells = [(x, d - x) for d in range(7) for x in range(d + 1)]
+    logits = torch.zeros_like(env.initial_logits)
+    logits[torch.arange(len(cells)), torch.tensor([0 if x < 6 else 1 for x, _ in cells])] = 3.3
+    return dataclasses.replace(env, initial_logits=logits)
+
+
+def test_auto_entropy_target_holds_a_low_entropy_start_with_a_bounded_coefficient():
+    env, seeds = _warm_multiplicity(), [0, 1]
+    base = {"steps": 300, "group_size": 32, "lr": 0.05}
+    paper = train(env, "maxent", TrainConfig(**base, maxent_entropy_target=1.0), seeds).curves
+    assert (np.diff(paper["entropy_alpha"], axis=1) > 0).all()  # H* = 1.0 is out of reach: alpha rises every step
+    assert (paper["entropy_alpha"][:, -1] > 1.0).all()
+    for controller in ("dual", "trl"):
+        curves = train(env, "maxent", TrainConfig(**base, maxent_entropy_target="auto", entropy_controller=controller),
+                       seeds).curves
+        target = curves["token_entropy"][:, 0]  # auto: the first step's entropy
+        assert (curves["entropy_alpha"][:, 0] == 0).all()  # no bonus while measuring
+        assert (curves["token_entropy"][:, -10:].mean(1) >= 0.8 * target).all(), controller  # held
+        assert (curves["entropy_alpha"].max(1) < 0.5).all(), controller  # bounded, far below the paper's
+
+
+def test_trl_entropy_mirror_follows_trl_rule_with_grpo_config_defaults():
+    from trl import GRPOConfig
+
+    from divrl.toy import trl_entropy
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    assert (trl_entropy.TRL_ENTROPY_COEF, trl_entropy.TRL_ENTROPY_COEF_DELTA, trl_entropy.TRL_ENTROPY_COEF_MIN,
+            trl_entropy.TRL_ENTROPY_COEF_MAX) == tuple(defaults[k] for k in (
+                "entropy_coef", "entropy_coef_delta", "entropy_coef_min", "entropy_coef_max"))
+    control = trl_entropy.TRLAdaptiveEntropy(target=0.5, delta=0.4, max_coef=1.0)
+    assert control.coefficient == 0.0  # no measurement yet: TRL applies nothing
+    applied = []
+    for h in (0.1, 0.2, 0.9, 0.3, 0.1, 0.1):
+        control.update(h)
+        applied.append(control.coefficient)
+    # coef: 0.4, 0.8, 0.4 (above target), 0.8, 1.0 (capped), 1.0; applied only after a step at or below target
+    assert applied == pytest.approx([0.4, 0.8, 0.0, 0.8, 1.0, 1.0])

@@ -56,10 +56,12 @@ from divrl.core import (
 )
 from divrl.core.ips import distinct_outcomes_per_group
 from divrl.methods import AdvantageStep, RewardStep, Stage, active, method_args
+from divrl.methods.maxent_entropy import parse_entropy_target
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
 from divrl.toy.methods import COVARIANCE_OF, DIVERGENCE_OF, Method
 from divrl.toy.options import TRAIN_OPTIONS
 from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
+from divrl.toy.trl_entropy import TRLAdaptiveEntropy
 from divrl.trainers.hooks import TaskHooks
 
 # Recorded for every method; token_entropy / entropy_alpha show what maxent's entropy controller sees and does.
@@ -68,6 +70,7 @@ TABULAR_METRICS = ("l1_to_target", "kl_to_target", "max_outcome_prob", "distinct
                    "pass_at_k", *CONTROLLER_METRICS)
 IDEA_METRICS = ("mean_reward", "max_reward", "diversity", "complexity", "outcomes_per_group", *CONTROLLER_METRICS)
 FINAL_WINDOW = 10  # "final" metrics average the last 10 steps (the execution-rewards paper's protocol)
+ENTROPY_CONTROLLERS = ("dual", "trl")
 
 Env = TabularEnv | IdeaEnv
 
@@ -88,8 +91,13 @@ class TrainConfig:
     divergence_coef: float = 0.1  # forward-KL / JS weight for fkl / js (DPH-RL)
     reference_samples: int = 256  # samples per member drawn once from the initial policy for fkl / js
     entropy_coef: float = 0.0  # fixed entropy bonus (the IPS paper regularises every hyper-grid method)
-    maxent_entropy_target: float = 1.0  # maxent: per-token entropy target H*
+    maxent_entropy_target: float | str = 1.0  # maxent: per-token entropy target H*, or 'auto' (as DivRLConfig)
+    maxent_entropy_auto_scale: float = 1.0  # maxent, target 'auto': H* = this x the first steps' mean entropy
+    maxent_entropy_auto_steps: int = 1  # maxent, target 'auto': steps measured
     maxent_alpha_lr: float = 0.01  # maxent: dual-descent step of the entropy coefficient
+    # maxent: 'dual' (MaxEnt's dual descent, the LLM trainer's) or 'trl' (TRL's use_adaptive_entropy rule with its
+    # GRPOConfig defaults, `divrl.toy.trl_entropy`), either toward maxent_entropy_target
+    entropy_controller: str = "dual"
     ips_epsilon: float = 1e-3
     ips_exact: bool = False  # tabular only: divide by the exact outcome probability, not the group frequency
     ips_outcome: str = "peak"  # ideas only: what counts as one outcome for IPS (envs.IDEA_OUTCOMES)
@@ -127,7 +135,12 @@ class TrainConfig:
             "divergence_coef": (math.isfinite(self.divergence_coef) and self.divergence_coef >= 0, non_negative),
             "reference_samples": (self.reference_samples >= 1, at_least_one),
             "entropy_coef": (math.isfinite(self.entropy_coef) and self.entropy_coef >= 0, non_negative),
-            "maxent_entropy_target": (math.isfinite(self.maxent_entropy_target), "a finite number"),
+            "maxent_entropy_target": (_is_entropy_target(self.maxent_entropy_target), "'auto' or a finite number"),
+            "maxent_entropy_auto_scale": (math.isfinite(self.maxent_entropy_auto_scale)
+                                          and self.maxent_entropy_auto_scale > 0, positive),
+            "maxent_entropy_auto_steps": (self.maxent_entropy_auto_steps >= 1, at_least_one),
+            "entropy_controller": (self.entropy_controller in ENTROPY_CONTROLLERS,
+                                   "one of " + ", ".join(ENTROPY_CONTROLLERS)),
             "maxent_alpha_lr": (math.isfinite(self.maxent_alpha_lr) and self.maxent_alpha_lr > 0, positive),
             "ips_epsilon": (math.isfinite(self.ips_epsilon) and self.ips_epsilon > 0, positive),
             "ips_outcome": (self.ips_outcome in IDEA_OUTCOMES, "one of " + ", ".join(IDEA_OUTCOMES)),
@@ -159,6 +172,14 @@ class TrainConfig:
                     for name, (ok, rule) in rules.items() if not ok]
         if problems:
             raise ValueError("; ".join(problems))
+
+
+def _is_entropy_target(value: float | str) -> bool:
+    try:
+        parse_entropy_target(value)
+    except ValueError:
+        return False
+    return True
 
 
 def option_flag(name: str) -> str:
@@ -216,9 +237,7 @@ class Trainer:
         hooks = TaskHooks(behavior_dims=len(env.archive_dims))
         self.member_methods = [{m.name: m(self.method_args, hooks) for m in active(self.method_args)}
                                for _ in range(num)]
-        self.alphas = [methods["maxent_entropy"].controller if "maxent_entropy" in methods
-                       else AdaptiveEntropyCoefficient(cfg.maxent_entropy_target, cfg.maxent_alpha_lr)
-                       for methods in self.member_methods]
+        self.alphas = [self._entropy_controller(methods) for methods in self.member_methods]
         self.clusters = [LeaderClusters(cfg.semantic_threshold) for _ in range(num)]  # semantic keys of the metrics
         self._keys: tuple[Rollout, torch.Tensor] | None = None  # this step's outcome keys (semantic ones are stateful)
         self.entropy = torch.zeros(num)  # mean token entropy per member of the latest batch, before its update
@@ -226,6 +245,18 @@ class Trainer:
         if self.method_args.divergence is not None:
             self.ref_rollout = self._sample(self.reference, cfg.reference_samples)
             self.ref_logp = self.policy.evaluate(self.reference, self.ref_rollout)[0]
+
+    def _entropy_controller(self, methods: dict[str, Any]) -> AdaptiveEntropyCoefficient:
+        """A member's entropy coefficient: its maxent method's dual-descent controller, TRL's rule toward the same
+        target (`entropy_controller='trl'`), or an idle one (alpha 0) without maxent."""
+        cfg = self.cfg
+        target = parse_entropy_target(cfg.maxent_entropy_target)
+        if "maxent_entropy" not in methods:
+            return AdaptiveEntropyCoefficient(target, cfg.maxent_alpha_lr)
+        if cfg.entropy_controller == "trl":
+            return TRLAdaptiveEntropy(target, auto_scale=cfg.maxent_entropy_auto_scale,
+                                      auto_steps=cfg.maxent_entropy_auto_steps)
+        return methods["maxent_entropy"].controller
 
     # -- sampling and rewards (one generator per seed) ------------------------------------------------
     def per_seed(self, tensor: torch.Tensor) -> list[torch.Tensor]:
@@ -356,7 +387,7 @@ class Trainer:
         if reverse_kl or flowrl:
             with torch.no_grad():
                 ref_logp = policy.evaluate(self.reference, rollout)[0]
-        entropy_coef = cfg.entropy_coef + torch.tensor([a.alpha for a in self.alphas]) * ("maxent" in method)
+        entropy_coef = cfg.entropy_coef + torch.tensor([a.coefficient for a in self.alphas]) * ("maxent" in method)
         adv = advantages[..., None]
         for step in range(cfg.updates_per_batch):
             logp, token_entropy = policy.evaluate(self.params, rollout)
@@ -462,6 +493,8 @@ def _method_args(env: Env, method: Method, cfg: TrainConfig) -> Any:
         qd="qd" in method, qd_dims=list(env.archive_dims), qd_ranges=[list(r) for r in env.archive_ranges],
         qd_beta_new=cfg.qd_beta_new, qd_beta_imp=cfg.qd_beta_imp,
         maxent_entropy_target=cfg.maxent_entropy_target if maxent else None,
+        maxent_entropy_auto_scale=cfg.maxent_entropy_auto_scale,
+        maxent_entropy_auto_steps=cfg.maxent_entropy_auto_steps,
         maxent_alpha_lr=cfg.maxent_alpha_lr, novelty_coef=cfg.novelty_coef if maxent else 0.0,
         novelty_memory_size=cfg.novelty_memory_size, novelty_k=cfg.novelty_k,
         length_bins=cfg.length_bins if maxent else 0,
