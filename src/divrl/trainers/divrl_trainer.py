@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import os
+import pickle
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -69,14 +70,19 @@ from divrl.trainers.checkpoint import (
     LEGACY_STATE_FILES,
     STATE_FILE,
     TRAINER_STATE_FILE,
+    BackgroundManifest,
     atomic_save,
     checkpoint_dir,
     incomplete_reason,
-    last_complete_checkpoint,
+    interrupted_first_save,
+    is_write_failure,
+    save_failure,
+    scan_checkpoints,
     write_manifest,
 )
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.console_log import use_compact_console
+from divrl.trainers.fsdp import save_gathered_weights, saves_no_weights
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.model_card import model_card_identity
 from divrl.trainers.population import Population
@@ -164,6 +170,7 @@ class DivRLTrainer(GRPOTrainer):
         # One object per trainer for the methods every policy shares (built before the model: a bad path fails fast)
         self.shared_methods: dict[str, Method] = {m.name: m(args, self.hooks) for m in active(args) if m.shared}
         self._model_patches: list[Undo] = []  # what divrl installed into the model, undone when `train` returns
+        self._manifest = BackgroundManifest()  # the newest checkpoint's manifest, hashed while training goes on
         super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
         self.cpu_kernels = CPUKernels(self.accelerator, args, self.temperature, self._keeps_sampled_logps())
         self.stop_backend = StopStrings(self.stop_strings, self._tokenizer, args.use_vllm)
@@ -647,29 +654,46 @@ class DivRLTrainer(GRPOTrainer):
         (`method_state_dict`), the population's (bookkeeping and each member's method state), FlowRL's log Z head
         and every process's task state; None for what this run does not have."""
         return {**self.method_state_dict(),
+                "methods": sorted(self._stateful_methods()),
                 "population": None if self.population is None else self.population.state_dict(),
                 "objective": None if self.objective is None else self.objective.state_dict(),
                 "task": task_states}
 
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Trainer's save, plus the gathered weights under FSDP with sharded state dicts (`divrl.trainers.fsdp`)."""
+        super().save_model(output_dir, _internal_call)
+        if saves_no_weights(self):
+            save_gathered_weights(self, output_dir or self.args.output_dir)
+
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
         # divrl's state goes in BEFORE transformers writes trainer_state.json and rotates older checkpoints away, so
         # a kill inside the save never leaves the newest checkpoint without it (see divrl.trainers.checkpoint).
+        self._manifest.wait()  # the previous checkpoint's manifest is written before this save (and rotation) starts
         task_states = self._task_states()  # a collective: every process takes part
-        if self.args.should_save:
-            atomic_save(self.checkpoint_state(task_states), os.path.join(checkpoint_dir(self, trial), STATE_FILE))
-        super()._save_checkpoint(model, trial)
+        folder = checkpoint_dir(self, trial) if self.args.should_save else None
+        try:
+            if folder is not None:
+                atomic_save(self.checkpoint_state(task_states), os.path.join(folder, STATE_FILE))
+            super()._save_checkpoint(model, trial)  # rotation comes last: a failure before it keeps the older ones
+        except (OSError, RuntimeError, ValueError) as error:
+            if folder is None or not is_write_failure(error):
+                raise
+            raise save_failure(folder, error, self.method_state_files()) from error
         self.accelerator.wait_for_everyone()  # every rank's files (its RNG state) are written before they are listed
-        if self.args.should_save:  # last: a checkpoint whose files later differ from it is not resumed from
-            write_manifest(checkpoint_dir(self, trial))
+        if folder is not None:  # last: a checkpoint whose files later differ from it is not resumed from
+            self._manifest.start(lambda: write_manifest(folder))
 
     def keeps_method_state(self) -> bool:
         """Whether an enabled method (or the task) has state that a checkpoint's divrl_state.pt must restore
         (`Method.has_state`: archives, novelty memory, entropy coefficient, outcome counts, semantic classes,
         rehearsal cursor) or the task does. IPS, unlikeliness, pass@k, length bins and the divergences on policy
         samples keep none, so such a run may resume from a plain GRPOTrainer checkpoint."""
+        return bool(self._stateful_methods()) or (self.task is not None and hasattr(self.task, "load_state_dict"))
+
+    def _stateful_methods(self) -> dict[str, Method]:
+        """The enabled methods keeping state in a checkpoint, by name."""
         methods = [*self.diversity_state.methods.values(), *self.shared_methods.values()]
-        return (any(method.has_state() for method in methods)
-                or (self.task is not None and hasattr(self.task, "load_state_dict")))
+        return {method.name: method for method in methods if method.has_state()}
 
     def needs_state_file(self) -> bool:
         """Whether a checkpoint of this run must hold `divrl_state.pt` to be resumed from: method or task state
@@ -684,25 +708,32 @@ class DivRLTrainer(GRPOTrainer):
         resume_from_checkpoint = self.resume_target(resume_from_checkpoint)
         self._patch_model()
         try:
-            return super().train(resume_from_checkpoint, *args, **kwargs)
+            result = super().train(resume_from_checkpoint, *args, **kwargs)
         finally:
             self._unpatch_model()
+        self._manifest.wait()  # the last checkpoint's manifest is on disk when training returns
+        return result
 
     def resume_target(self, resume_from_checkpoint: str | bool | None) -> str | None:
         """The checkpoint `train` resumes from. True: the newest complete one, skipping (with a one-line warning)
-        any whose save was interrupted or whose files were damaged since; when a run's only checkpoints are such
-        (a kill inside its first save), training starts from scratch with a warning. A path must be complete.
+        any whose save was interrupted or whose files were damaged since; when none is complete, training starts
+        from scratch with a warning if that is what a kill inside the run's first save leaves, and is refused
+        otherwise (every saved checkpoint damaged: nothing is touched). A path must be complete.
         Raises `RunFinished` for a checkpoint already at max_steps: resuming it would train past the run's end."""
         if resume_from_checkpoint is None or resume_from_checkpoint is False:
             return None
         output_dir = self.args.output_dir
         if resume_from_checkpoint is True:
-            checkpoint = last_complete_checkpoint(output_dir, self.method_state_files())
+            checkpoint, skipped = scan_checkpoints(output_dir, self.method_state_files())
             if checkpoint is None:
-                started = os.path.isdir(output_dir) and any(name.startswith("checkpoint-")
-                                                            for name in os.listdir(output_dir))
-                if not started:
+                if not skipped:
                     raise ValueError(f"resume_from_checkpoint=True: no checkpoint in {output_dir!r} to resume from")
+                if not interrupted_first_save(skipped):
+                    damaged = "; ".join(f"{os.path.basename(path)}: {reason}" for path, reason in skipped)
+                    raise ValueError(f"resume_from_checkpoint=True: every checkpoint in {output_dir!r} is damaged "
+                                     f"({damaged}); nothing was changed: restore them, or pass "
+                                     "--overwrite_output_dir true without --resume_from_checkpoint to train from "
+                                     "scratch over them")
                 logger.warning("resume_from_checkpoint=True: %s holds no complete checkpoint (its first save was "
                                "interrupted): training from scratch", output_dir)
                 return None
@@ -734,7 +765,12 @@ class DivRLTrainer(GRPOTrainer):
         if not os.path.exists(path):
             raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {STATE_FILE}; it was not written by a "
                              "divrl trainer, so the method state (archive, novelty memory, ...) cannot be restored")
-        state = torch.load(path, weights_only=True)
+        try:
+            state = torch.load(path, weights_only=True)
+        except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as error:
+            raise ValueError(f"resume_from_checkpoint: {path} does not read ({' '.join(str(error).split())[:200]})"
+                             ) from None
+        self._refuse_newly_enabled(state, checkpoint)
         if self.population is not None:  # first: it swaps in the active member's method state
             self.population.load_state_dict(self._saved_part(state, "population", checkpoint))
         if self.objective is not None:
@@ -744,6 +780,22 @@ class DivRLTrainer(GRPOTrainer):
         except ValueError as error:
             raise ValueError(f"resume_from_checkpoint: {path}: {error}") from None
         self._load_task_state(state.get("task"), checkpoint)
+
+    def _refuse_newly_enabled(self, state: dict[str, Any], checkpoint: str) -> None:
+        """Refuse to resume with a stateful method the checkpoint's run did not enable (e.g. `--qd true` added on
+        resume): its state would silently start empty. Checkpoints from before the `methods` record go unchecked."""
+        saved = state.get("methods")
+        if saved is None:
+            return
+        new = [method for name, method in self._stateful_methods().items() if name not in saved]
+        if new:
+            flags = ", ".join(f"--{method.switch} {getattr(self.args, method.switch)}" for method in new)
+            raise ValueError(
+                f"resume_from_checkpoint: {checkpoint!r} was saved by a run without "
+                f"{', '.join(method.switch for method in new)} (its stateful methods: {', '.join(saved) or 'none'}); "
+                f"this config sets {flags}, whose state ({', '.join(method.state_key for method in new)}) would "
+                "start empty: resume with the run's config, "
+                "or start a new run")
 
     def _saved_part(self, state: dict[str, Any], part: str, checkpoint: str) -> Any:
         """The checkpoint's `part` ('population' or 'objective'), read from its own file in a checkpoint written
