@@ -28,12 +28,13 @@ TASKS: dict[str, dict[str, Any]] = {
 # and on the Qwen3-4B families that the RL-for-LLM community trains it with.
 TASK_FAMILIES: dict[str, tuple[str, ...]] = {"countdown": ("embedded-cpu", "qwen3-4b", "qwen3-4b-vllm")}
 
-# Method settings: the seeds' defaults (000 for QD / MaxEnt / population, 001 for IPS, 004 for divergences).
+# Method settings: the seeds' defaults (000 for QD / MaxEnt / population, 001 for IPS, 004 for divergences), except
+# MaxEnt's entropy target: 'auto' holds the start's entropy (issue 42: H* = 1.0 wrecked warm-started policies).
 METHODS: dict[str, dict[str, Any]] = {
     "grpo": {},
     "ips": {"ips": True},
     "qd": {"qd": True, "qd_beta_new": 0.5, "qd_beta_imp": 0.3},
-    "maxent": {"maxent_entropy_target": 1.0, "novelty_coef": 0.3, "length_bins": 3},
+    "maxent": {"maxent_entropy_target": "auto", "novelty_coef": 0.3, "length_bins": 3},
     "fkl": {"divergence": "forward_kl", "divergence_coef": 0.05},
     "js": {"divergence": "js", "divergence_coef": 0.05},
     "pop": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10},
