@@ -29,6 +29,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/toy_reproduction.py
 	$(PY) benchmarks/toy_methods.py
 	$(PY) benchmarks/toy_flowrl.py
+	$(PY) benchmarks/toy_entropy_control.py
 	$(PY) benchmarks/flat_group_residue.py
 	$(PY) benchmarks/verifier_throughput.py
 	$(PY) benchmarks/molecule_scoring.py
