@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from divrl import models
 
@@ -172,3 +173,44 @@ def test_cpu_load_ignores_a_present_cuda_device(tiny_qwen3: Path, monkeypatch: p
     assert {p.device.type for p in model.parameters()} == {"cpu"}
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     assert "training on the CPU (use_cpu)" in messages[0]
+
+
+def test_auto_quantization_picks_bf16_when_it_fits_and_nf4_when_not() -> None:
+    gib = 2**30
+    choice, reason = models.choose_quantization(weight_bytes=8 * gib, free_bytes=139 * gib)  # 4B on an H200
+    assert choice == "none" and "bf16" in reason and "fits" in reason and "\n" not in reason
+    choice, reason = models.choose_quantization(weight_bytes=8 * gib, free_bytes=16 * gib)  # 2 x 8 + 4 > 16
+    assert choice == "4bit" and "exceeds" in reason
+    assert models.choose_quantization(8 * gib, 20 * gib)[0] == "none"  # exactly 2 x 8 + 4: fits
+
+
+def test_bf16_weight_bytes_counts_the_model_without_loading_it(tiny_qwen3: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    real = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(tiny_qwen3).parameters())
+    assert models.bf16_weight_bytes(str(tiny_qwen3), {"trust_remote_code": False}) == 2 * real
+
+
+@pytest.mark.parametrize(("free_gib", "quantized"), [(80, False), (1, True)])
+def test_auto_on_cuda_loads_by_free_memory_and_says_why(tiny_qwen3: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        free_gib: int, quantized: bool) -> None:
+    """The CUDA branch with the device mocked: what `from_pretrained` is asked for, and the one line said."""
+    loaded: dict = {}
+
+    class Recorder:
+        @staticmethod
+        def from_pretrained(path, **kwargs):
+            loaded.update(kwargs)
+            return object()
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free_gib * 2**30, 80 * 2**30))
+    monkeypatch.setattr(models, "bf16_weight_bytes", lambda path, hub_kwargs: 8 * 2**30)
+    monkeypatch.setattr(models, "_auto_class", lambda path, hub_kwargs: Recorder)
+    messages: list[str] = []
+    models.load_model_and_tokenizer(str(tiny_qwen3), quantize="auto", log=messages.append)
+    assert ("quantization_config" in loaded) is quantized
+    assert loaded["dtype"] == torch.bfloat16
+    assert len(messages) == 1 and messages[0].startswith("quantize=auto: ")
+    assert ("4-bit NF4" in messages[0]) is quantized

@@ -47,7 +47,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--batch-size", type=int, default=8, help="sequences per generate call (default 8)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--quantize", choices=("auto", "4bit", "none"), default="auto",
-                        help="load like training does: auto = 4-bit on CUDA, unquantized on CPU")
+                        help="load like training does: auto = bf16 on CUDA where it fits, else 4-bit NF4; "
+                        "unquantized on CPU")
     parser.set_defaults(func=_handle)
 
 

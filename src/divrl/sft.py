@@ -46,8 +46,9 @@ class SFTScriptArguments(RecoveryEvalArguments):
         "help": "Admissible hypotheses per training instance, drawn uniformly without replacement (one row each)."})
     sample_seed: int = field(default=0, metadata={"help": "Seed of the hypothesis draw."})
     quantize: str = field(default="none", metadata={
-        "help": "'none' or 'auto'/'4bit' (4-bit NF4 on CUDA). The merged checkpoint is always written unquantized "
-                "(merging into 4-bit weights would requantise them): RL may load it in 4-bit again."})
+        "help": "'none', 'auto' (on CUDA bf16 where it fits, else NF4) or '4bit' (NF4 on CUDA). The merged "
+                "checkpoint is always written unquantized (merging into 4-bit weights would requantise them): RL may "
+                "load it in 4-bit again."})
     merge: bool = field(default=True, metadata={
         "help": "Write OUTPUT_DIR/merged: base + adapter as one checkpoint that RL and evaluation load by path."})
 

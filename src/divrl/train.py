@@ -17,6 +17,7 @@ from typing import Any
 
 from divrl.recipe_checks import (
     RecipeOrigin,
+    check_context_length,
     check_recipe_types,
     check_recipe_values,
     check_task_settings,
@@ -79,7 +80,8 @@ class TrainScriptArguments(RecoveryEvalArguments):
                 "chat template)."})
     n_exemplars: int = field(default=3, metadata={"help": "Few-shot examples in 'base' prompts."})
     quantize: str = field(default="auto", metadata={
-        "help": "'auto' (4-bit NF4 on CUDA, unquantized on CPU), '4bit' or 'none'. Overrides ModelConfig's "
+        "help": "'auto' (on CUDA: bf16 when 2x the bf16 weights + 4 GiB fit the free GPU memory, else 4-bit NF4; "
+                "unquantized on CPU), '4bit' or 'none'. Overrides ModelConfig's "
                 "load_in_4bit, which is ignored."})
     train_prompts: str | None = field(default=None, metadata={
         "help": "JSONL file of prompts to train on, one {\"prompt\": ...} per line (e.g. OUT/exploration.jsonl of "
@@ -159,6 +161,8 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
                                  limit=script_args.instance_limit, n_exemplars=script_args.n_exemplars)
     if script_args.train_prompts is not None:
         dataset = keep_listed_prompts(dataset, Path(script_args.train_prompts))
+    check_context_length(model, tokenizer, dataset, training_args, getattr(script_args, "recipe_origin",
+                                                                           RecipeOrigin(None)))
     eval_dataset = None  # the held-out split, for the recovery callback and TRL's own eval loop (eval_strategy)
     trl_eval = getattr(training_args.eval_strategy, "value", training_args.eval_strategy) != "no"
     if script_args.recovery_eval or trl_eval:
@@ -356,10 +360,19 @@ def check_output_dir(output_dir: str, resume: str | bool | None, overwrite: bool
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Train from a recipe; resumes with --resume_from_checkpoint (a path, or true for the latest)."""
-    from divrl.trainers.divrl_trainer import RunFinished
+    """Train from a recipe; resumes with --resume_from_checkpoint (a path, or true for the latest). The run holds
+    output_dir's lock throughout (`divrl.run_lock`): a second process training into it refuses."""
+    from divrl.run_lock import training_run_lock
 
     script_args, training_args, model_args = parse_recipe(argv)
+    with training_run_lock(training_args):
+        return train_locked(script_args, training_args, model_args)
+
+
+def train_locked(script_args: TrainScriptArguments, training_args: Any, model_args: Any) -> int:
+    """`main`'s training, once it holds output_dir's lock."""
+    from divrl.trainers.divrl_trainer import RunFinished
+
     resume = training_args.resume_from_checkpoint
     if isinstance(resume, str) and resume.lower() in ("true", "false"):
         resume = resume.lower() == "true"
