@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from divrl.testing import ToyTask, distinct_chars_reward, text_of  # noqa: F401 (the tests' toy task)
+
 PROMPTS = ["solve 2 + 3", "the answer is", "one two three", "a molecule ring"]
 
 
@@ -34,36 +36,6 @@ def prompt_dataset(prompts: list[str] = PROMPTS, conversational: bool = False):
 
     rows = [[{"role": "user", "content": p}] for p in prompts] if conversational else list(prompts)
     return Dataset.from_dict({"prompt": rows})
-
-
-def text_of(completion: Any) -> str:
-    return completion if isinstance(completion, str) else completion[-1]["content"]
-
-
-def distinct_chars_reward(completions: list, **_: Any) -> list[float]:
-    """Varies between random completions (a group-constant reward would give zero advantages)."""
-    return [float(len(set(text_of(c)))) for c in completions]
-
-
-class ToyTask:
-    """A task with all optional hooks, computed from the completion text."""
-
-    name = "toy"
-    behavior_dims = 2
-
-    def reward_funcs(self) -> list:
-        return [distinct_chars_reward]
-
-    def outcome_key(self, completion: str, **row: Any) -> str | None:
-        return completion[:1] or None
-
-    def behavior(self, completion: str, **row: Any) -> list[float] | None:
-        if not completion:
-            return None
-        return [min(len(set(completion)) / 10, 1.0), sum(c in "aeiou" for c in completion) / len(completion)]
-
-    def embed(self, completion: str, **row: Any) -> list[float]:
-        return [float(len(completion)), float(len(set(completion)))]
 
 
 def lora_config(**overrides: Any):

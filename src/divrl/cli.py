@@ -16,6 +16,7 @@ from collections.abc import Sequence
 # Top-level subcommands: name -> module with `register(subparsers)`.
 COMMANDS: dict[str, str] = {
     "demo": "divrl.demo",
+    "doctor": "divrl.doctor",
     "fit-law": "divrl.analysis.law",
     "plot": "divrl.analysis.curves",
     "toy": "divrl.toy.cli",

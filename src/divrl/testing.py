@@ -1,6 +1,7 @@
-"""Tiny random causal LMs and a locally trained tokenizer, saved like hub checkpoints.
+"""Tiny random causal LMs and a locally trained tokenizer, saved like hub checkpoints, and a toy task with every
+hook, for checks that training runs (the test suite, `divrl doctor`).
 
-Used by the test suite, `--dry-run` modes and benchmarks: nothing here touches a model hub, and the
+Used by the test suite, `--dry-run` modes, `divrl doctor` and benchmarks: nothing here touches a model hub, and the
 saved directory loads with `AutoModelForCausalLM.from_pretrained(path)` and
 `AutoTokenizer.from_pretrained(path)`.
 """
@@ -219,3 +220,35 @@ def scripted_generation(tokenizer: Any, script: Callable[[str, int], str]) -> It
 
     with patch.object(GenerationMixin, "generate", generate):
         yield
+
+
+def text_of(completion: Any) -> str:
+    """A completion's text (the last message's content for chat completions)."""
+    return completion if isinstance(completion, str) else completion[-1]["content"]
+
+
+def distinct_chars_reward(completions: list, **_: Any) -> list[float]:
+    """Varies between random completions (a group-constant reward would give zero advantages)."""
+    return [float(len(set(text_of(c)))) for c in completions]
+
+
+class ToyTask:
+    """A task with every optional hook (IPS outcome, QD behaviour, novelty embedding), computed from the completion
+    text, so that every method has what it reads on a tiny random model."""
+
+    name = "toy"
+    behavior_dims = 2
+
+    def reward_funcs(self) -> list:
+        return [distinct_chars_reward]
+
+    def outcome_key(self, completion: str, **row: Any) -> str | None:
+        return completion[:1] or None
+
+    def behavior(self, completion: str, **row: Any) -> list[float] | None:
+        if not completion:
+            return None
+        return [min(len(set(completion)) / 10, 1.0), sum(c in "aeiou" for c in completion) / len(completion)]
+
+    def embed(self, completion: str, **row: Any) -> list[float]:
+        return [float(len(completion)), float(len(set(completion)))]
