@@ -22,6 +22,7 @@ EXTRA_SETTINGS: dict[str, dict[str, Any]] = {
                    "population_held_prompts": 2},
     "cov": {"cov_method": "clip_cov", "cov_ratio": 0.2},
     "zero_flat_groups": {"zero_flat_groups": True},
+    "passk": {"passk": 2},  # the preset's k = 4 needs groups larger than the checks' 4
 }
 PROMPTS = ["solve 2 + 3", "the answer is", "one two three", "a molecule ring"]
 
