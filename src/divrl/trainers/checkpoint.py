@@ -9,22 +9,28 @@ file renamed into place), so:
 - a process killed anywhere inside a save leaves the previous checkpoints untouched (rotation comes last) and
   at most an incomplete `checkpoint-N` (no or a truncated `trainer_state.json`, or a method state file missing),
   which `resume_from_checkpoint=True` skips with a one-line warning naming it (`last_complete_checkpoint`).
-After the save divrl writes `divrl_manifest.json` (every file's size), last: a checkpoint whose files no longer
-match it (a truncated adapter or optimizer, e.g. a disk that filled up, a copy cut short; a JSON file only when it
-no longer parses, since people edit trainer states) is skipped the same way.
+After the save divrl writes `divrl_manifest.json` (every file's size and sha256), last, in a background thread
+(`BackgroundManifest`: hashing reads the files back, which a large checkpoint makes slow, so the next training step
+does not wait for it): a checkpoint whose files no longer match it (a truncated adapter or optimizer, e.g. a disk that
+filled up, a copy cut short; bytes garbled in place; a JSON file only when it no longer parses, since people edit
+trainer states) is skipped the same way, and so is one whose manifest does not parse or has the wrong shape.
 A checkpoint without a manifest (older runs, or a kill between the save and the manifest) is checked by reading
 what can be read cheaply: JSON files parse, safetensors headers fit their files, torch files' zip directories open.
+When no checkpoint of a run can be resumed, `interrupted_first_save` tells a kill inside the run's first save (one
+checkpoint, never completed: training starts again) from damage to a run's saved checkpoints (refused, untouched).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
 import struct
+import threading
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -32,7 +38,7 @@ import torch
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE_FILE = "trainer_state.json"  # transformers' TRAINER_STATE_NAME: the last file of a checkpoint
-MANIFEST_FILE = "divrl_manifest.json"  # written after everything else: each file's size in bytes
+MANIFEST_FILE = "divrl_manifest.json"  # written after everything else: each file's size and sha256
 STATE_FILE = "divrl_state.pt"  # all of divrl's state in a checkpoint
 # Before issue 30 the population's and FlowRL's state had files of their own; such checkpoints still resume.
 LEGACY_STATE_FILES = {"population": "population_state.pt", "objective": "flowrl_log_z.pt"}
@@ -71,14 +77,84 @@ def _files(checkpoint: str) -> dict[str, int]:
     return sizes
 
 
+def file_sha256(path: str) -> str:
+    """The sha256 of the file's bytes, as hex (read in 4 MiB blocks: hashlib releases the GIL on each)."""
+    digest, block = hashlib.sha256(), bytearray(4 << 20)
+    view = memoryview(block)
+    with open(path, "rb", buffering=0) as handle:
+        while read := handle.readinto(block):
+            digest.update(view[:read])
+    return digest.hexdigest()
+
+
 def write_manifest(checkpoint: str) -> None:
-    """Record every file's size in `checkpoint`, atomically; call it when the checkpoint is complete."""
+    """Record every file's size and sha256 in `checkpoint`, atomically; call it when the checkpoint is complete."""
+    files = {name: {"size": size, "sha256": file_sha256(os.path.join(checkpoint, name))}
+             for name, size in _files(checkpoint).items()}
     temporary = os.path.join(checkpoint, f"{MANIFEST_FILE}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump({"files": _files(checkpoint)}, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, os.path.join(checkpoint, MANIFEST_FILE))
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump({"files": files}, handle, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, os.path.join(checkpoint, MANIFEST_FILE))
+    finally:
+        if os.path.exists(temporary):  # a full disk: leave no stray file behind
+            os.remove(temporary)
+
+
+class BackgroundManifest:
+    """Runs one checkpoint's `write_manifest` at a time in a thread, off the training step's critical path; `wait`
+    joins it (before the next save, and when training ends) and re-raises what it raised."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, write: Callable[[], None]) -> None:
+        """Wait for the previous manifest, then run `write` in a thread."""
+        self.wait()
+
+        def run() -> None:
+            try:
+                write()
+            except BaseException as error:  # noqa: BLE001 (handed to the training thread by `wait`)
+                self._error = error
+
+        self._thread = threading.Thread(target=run, name="divrl-manifest")
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Block until the running manifest is written; raise its error, if any, once."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
+def _recorded_files(checkpoint: str) -> dict[str, dict[str, Any]] | str | None:
+    """The manifest's {file: {"size", "sha256"?}} (a size alone in manifests written before hashes), None when
+    there is no manifest, or why it cannot be used (it does not parse, or has the wrong shape)."""
+    try:
+        with open(os.path.join(checkpoint, MANIFEST_FILE), encoding="utf-8") as handle:
+            recorded = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return f"unreadable {MANIFEST_FILE}"
+    files = recorded.get("files") if isinstance(recorded, dict) else None
+    if not isinstance(files, dict):
+        return f"{MANIFEST_FILE} has the wrong shape (no mapping of files)"
+    entries = {}
+    for name, entry in files.items():
+        entry = {"size": entry} if isinstance(entry, int) else entry
+        if not (isinstance(entry, dict) and isinstance(entry.get("size"), int)
+                and isinstance(entry.get("sha256", ""), str)):
+            return f"{MANIFEST_FILE} has the wrong shape (entry {name!r})"
+        entries[name] = entry
+    return entries
 
 
 def _unreadable(path: str) -> str | None:
@@ -130,35 +206,98 @@ def incomplete_reason(checkpoint: str, required_files: Sequence[str] = ()) -> st
     if missing:
         return f"no {', '.join(missing)}"
     sizes = _files(checkpoint)
-    try:
-        with open(os.path.join(checkpoint, MANIFEST_FILE), encoding="utf-8") as handle:
-            recorded = json.load(handle)["files"]
-    except FileNotFoundError:
-        recorded = None
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"unreadable {MANIFEST_FILE}"
-    if recorded is not None:  # a JSON file may be edited by hand: it counts as damaged only when it does not parse
-        changed = [f"{name} ({sizes.get(name, 0)} of {size} bytes)" for name, size in sorted(recorded.items())
-                   if sizes.get(name) != size and not (name.endswith(".json") and name in sizes
-                                                       and _unreadable(os.path.join(checkpoint, name)) is None)]
+    recorded = _recorded_files(checkpoint)
+    if isinstance(recorded, str):
+        return recorded
+    if recorded is not None:
+        changed = [why for name, entry in sorted(recorded.items()) if (why := _differs(checkpoint, name, entry, sizes))]
         return f"{', '.join(changed)} differ from {MANIFEST_FILE}" if changed else None
     unreadable = [f"{name} {why}" for name in sorted(sizes) if (why := _unreadable(os.path.join(checkpoint, name)))]
     return ", ".join(unreadable) or None
 
 
-def last_complete_checkpoint(output_dir: str, required_files: Sequence[str] = ()) -> str | None:
-    """The highest-step complete `checkpoint-N` in `output_dir` (None if there is none); every newer incomplete
-    one is skipped with a one-line warning naming it."""
+def _differs(checkpoint: str, name: str, entry: dict[str, Any], sizes: dict[str, int]) -> str | None:
+    """How file `name` differs from its manifest `entry` (size, then sha256), or None. A JSON file may be edited by
+    hand: it counts as damaged only when it does not parse."""
+    if name.endswith(".json") and name in sizes:
+        return None if _unreadable(os.path.join(checkpoint, name)) is None else f"{name} (does not parse)"
+    if sizes.get(name) != entry["size"]:
+        return f"{name} ({sizes.get(name, 0)} of {entry['size']} bytes)"
+    if "sha256" in entry and file_sha256(os.path.join(checkpoint, name)) != entry["sha256"]:
+        return f"{name} (same size, other bytes: its sha256 changed)"
+    return None
+
+
+def checkpoint_folders(output_dir: str) -> list[str]:
+    """The `checkpoint-N` folders in `output_dir`, highest step first (none when it is not a folder)."""
     if not os.path.isdir(output_dir):
-        return None
+        return []
     steps = sorted(((int(m.group(1)), name) for name in os.listdir(output_dir)
                     if (m := _CHECKPOINT_DIR.match(name)) and os.path.isdir(os.path.join(output_dir, name))),
                    reverse=True)
-    for _, name in steps:
-        path = os.path.join(output_dir, name)
+    return [os.path.join(output_dir, name) for _, name in steps]
+
+
+def scan_checkpoints(output_dir: str, required_files: Sequence[str] = ()) -> tuple[str | None, list[tuple[str, str]]]:
+    """The highest-step complete `checkpoint-N` in `output_dir` (None if there is none) and (folder, reason) for each
+    newer one that is not, each also warned about in one line naming it."""
+    skipped = []
+    for path in checkpoint_folders(output_dir):
         reason = incomplete_reason(path, required_files)
         if reason is None:
-            return path
+            return path, skipped
+        skipped.append((path, reason))
         logger.warning("resume_from_checkpoint=True: skipping incomplete checkpoint %s (%s: its save was "
                        "interrupted or a file was damaged since)", path, reason)
-    return None
+    return None, skipped
+
+
+def last_complete_checkpoint(output_dir: str, required_files: Sequence[str] = ()) -> str | None:
+    """The highest-step complete `checkpoint-N` in `output_dir` (None if there is none); every newer incomplete
+    one is skipped with a one-line warning naming it."""
+    return scan_checkpoints(output_dir, required_files)[0]
+
+
+def interrupted_first_save(skipped: Sequence[tuple[str, str]]) -> bool:
+    """Whether unresumable checkpoints are what a kill inside a run's first save leaves: a single checkpoint without
+    a manifest (written last, so its save never finished). Any other set held a finished save, now damaged."""
+    return len(skipped) == 1 and not os.path.exists(os.path.join(skipped[0][0], MANIFEST_FILE))
+
+
+class CheckpointSaveError(OSError):
+    """A checkpoint could not be written (a full disk, a write refused): one line saying which, the free space, and
+    which earlier checkpoint a resume will use."""
+
+
+# What torch's zip writer (its errno lost) and safetensors' Rust writer say when a write fails.
+_WRITE_FAILURES = ("inline_container", "PytorchStreamWriter", "IoError", "No space left", "File too large")
+
+
+def is_write_failure(error: BaseException) -> bool:
+    """Whether `error`, raised while saving, is the file system refusing a write rather than a bug."""
+    return isinstance(error, OSError) or any(text in str(error) for text in _WRITE_FAILURES)
+
+
+def _folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(top, name)) for top, _, names in os.walk(folder) for name in names)
+
+
+def save_failure(checkpoint: str, error: BaseException, required_files: Sequence[str] = ()) -> CheckpointSaveError:
+    """The one-line error for a save of `checkpoint` that a write failure cut short, after removing the partial
+    folder (so that no resume picks it) and checking which earlier checkpoint is intact."""
+    import errno
+    import shutil
+
+    output_dir = os.path.dirname(checkpoint)
+    free = shutil.disk_usage(output_dir).free
+    written = _folder_bytes(checkpoint) if os.path.isdir(checkpoint) else 0
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    previous = last_complete_checkpoint(output_dir, required_files)
+    needed = max(written, _folder_bytes(previous) if previous else 0)
+    full = getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or free < needed
+    cause = "the disk is full" if full else f"a write failed ({' '.join(str(error).split())[:200]})"
+    kept = (f"{os.path.basename(previous)} is intact: free space, then resume with --resume_from_checkpoint true"
+            if previous else "no earlier checkpoint exists")
+    return CheckpointSaveError(
+        f"saving {checkpoint} failed: {cause} ({free / 2**20:.1f} MiB free in {output_dir!r}, a checkpoint of this "
+        f"run takes about {needed / 2**20:.1f} MiB); the partial {os.path.basename(checkpoint)} was removed and {kept}")
