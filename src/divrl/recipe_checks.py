@@ -249,3 +249,29 @@ def check_task_settings(task: Any, script_args: Any, training_args: Any, origin:
         where = f"recipe {origin.path}: " if origin.path else ""
         raise ValueError(f"{where}the dataset settings {settings} do not fit task {script_args.task!r}: "
                          f"{error}") from None
+
+
+def _prompt_tokens(tokenizer: Any, prompt: Any) -> int:
+    """How many tokens `prompt` (text, or chat messages rendered with the generation prompt) takes."""
+    if isinstance(prompt, str):
+        return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+    return len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+
+
+def check_context_length(model: Any, tokenizer: Any, dataset: Any, training_args: Any, origin: RecipeOrigin) -> None:
+    """Refuse a max_completion_length that cannot fit in the model's context (max_position_embeddings) after the
+    longest training prompt, once the model and dataset are loaded and before training: generation would run past
+    the positions the model has (slowly, for a huge value) or fail inside the first step."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    context = getattr(config, "max_position_embeddings", None)
+    wanted = training_args.max_completion_length
+    if not isinstance(context, int) or wanted is None:
+        return
+    longest = 0 if wanted >= context else max(  # past the context whatever the prompts: no need to measure them
+        (_prompt_tokens(tokenizer, prompt) for prompt in {repr(p): p for p in dataset["prompt"]}.values()), default=0)
+    if wanted > context - longest:
+        _fail(origin, "max_completion_length",
+              f"is {wanted}, but the model's context is {context} tokens (max_position_embeddings)"
+              + (f" and the longest training prompt takes {longest}: at most {context - longest} remain for a "
+                 "completion" if longest else ""))
