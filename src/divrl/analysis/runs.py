@@ -15,6 +15,8 @@ def _checkpoint_step(path: Path) -> int:
 def find_trainer_state(run_dir: str | Path) -> Path:
     """The run's `trainer_state.json`: the run directory's own, else its latest `checkpoint-N`'s."""
     run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"run directory {str(run_dir)!r} is a file: name the training output_dir that holds it")
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
     if (run_dir / "trainer_state.json").is_file():
