@@ -8,12 +8,13 @@ from typing import Any
 import torch
 
 
-def check_groups(num_items: int, group_size: int) -> int:
-    """Return the number of groups, or raise a ValueError naming what does not fit."""
+def check_groups(num_items: int, group_size: int, items: str) -> int:
+    """Return the number of groups, or raise a ValueError naming what does not fit (`items`: the argument)."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     if num_items % group_size != 0:
-        raise ValueError(f"batch of {num_items} items is not a whole number of groups of group_size={group_size}")
+        raise ValueError(f"{items}: batch of {num_items} items is not a whole number of groups of "
+                         f"group_size={group_size}")
     return num_items // group_size
 
 

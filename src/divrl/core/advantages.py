@@ -8,11 +8,13 @@ from typing import Literal
 
 import torch
 
+from divrl.core._args import checked
 from divrl.core._groups import as_float_tensor, check_groups
 
 RewardScaling = Literal["group", "batch", "none"]
 
 
+@checked
 def group_advantages(
     rewards: torch.Tensor | Sequence[float], group_size: int, scale: RewardScaling = "group", eps: float = 1e-4
 ) -> torch.Tensor:
@@ -21,7 +23,7 @@ def group_advantages(
     Same convention as TRL's GRPOTrainer: unbiased std, `eps` added to the std.
     """
     rewards = as_float_tensor(rewards, "rewards")
-    num_groups = check_groups(rewards.numel(), group_size)
+    num_groups = check_groups(rewards.numel(), group_size, "rewards")
     grouped = rewards.view(num_groups, group_size)
     advantages = (grouped - grouped.mean(dim=1, keepdim=True)).reshape(-1)
     if scale == "none":
@@ -35,6 +37,7 @@ def group_advantages(
     raise ValueError(f"scale must be one of 'group', 'batch', 'none'; got {scale!r}")
 
 
+@checked
 def flat_groups(rewards: torch.Tensor | Sequence[float], group_size: int, rtol: float = 1e-6) -> torch.Tensor:
     """Boolean mask (one entry per group) of the groups whose rewards are all equal: max - min within `rtol` of
     the largest |reward| (at least 1). Such a group carries no signal, yet fp32 normalisation does not give it
@@ -43,16 +46,18 @@ def flat_groups(rewards: torch.Tensor | Sequence[float], group_size: int, rtol: 
     if rtol < 0:
         raise ValueError(f"rtol must be >= 0, got {rtol}")
     rewards = as_float_tensor(rewards, "rewards")
-    grouped = rewards.view(check_groups(rewards.numel(), group_size), group_size)
+    grouped = rewards.view(check_groups(rewards.numel(), group_size, "rewards"), group_size)
     spread = grouped.amax(dim=1) - grouped.amin(dim=1)
     return spread <= rtol * grouped.abs().amax(dim=1).clamp(min=1.0)
 
 
+@checked
 def flat_rows(rewards: torch.Tensor | Sequence[float], group_size: int, rtol: float = 1e-6) -> torch.Tensor:
     """(N,) bool: whether each row belongs to a flat group (`flat_groups`, repeated over the group's rows)."""
     return flat_groups(rewards, group_size, rtol).repeat_interleave(group_size)
 
 
+@checked
 def without_flat_groups(advantages: torch.Tensor, rewards: torch.Tensor | Sequence[float], group_size: int,
                         rtol: float = 1e-6) -> torch.Tensor:
     """`advantages` with every row of a flat group (see `flat_groups`) set to exactly 0."""
@@ -62,6 +67,7 @@ def without_flat_groups(advantages: torch.Tensor, rewards: torch.Tensor | Sequen
     return advantages.masked_fill(flat.to(advantages.device), 0.0)
 
 
+@checked
 def length_bins(lengths: torch.Tensor | Sequence[float], group_size: int, num_bins: int) -> torch.Tensor:
     """Bin index in [0, num_bins) of each item by its length percentile inside its group (the execution-rewards paper:
     "bins by
@@ -74,7 +80,9 @@ def length_bins(lengths: torch.Tensor | Sequence[float], group_size: int, num_bi
     one bin, i.e. plain group normalisation.
     """
     lengths = as_float_tensor(lengths, "lengths")
-    num_groups = check_groups(lengths.numel(), group_size)
+    if not torch.isfinite(lengths).all():
+        raise ValueError(f"lengths must be finite (token counts), got {lengths.tolist()}")
+    num_groups = check_groups(lengths.numel(), group_size, "lengths")
     if num_bins < 1:
         raise ValueError(f"num_bins must be >= 1, got {num_bins}")
     grouped = lengths.view(num_groups, group_size)
@@ -84,6 +92,7 @@ def length_bins(lengths: torch.Tensor | Sequence[float], group_size: int, num_bi
     return (twice_mid_rank * num_bins // (2 * group_size)).reshape(-1)
 
 
+@checked
 def length_conditional_advantages(
     rewards: torch.Tensor | Sequence[float],
     lengths: torch.Tensor | Sequence[float],
@@ -106,7 +115,7 @@ def length_conditional_advantages(
     lengths = as_float_tensor(lengths, "lengths")
     if lengths.shape != rewards.shape:
         raise ValueError(f"lengths shape {tuple(lengths.shape)} != rewards shape {tuple(rewards.shape)}")
-    num_groups = check_groups(rewards.numel(), group_size)
+    num_groups = check_groups(rewards.numel(), group_size, "rewards")
     bins = length_bins(lengths, group_size, num_bins)
     # Segment id = group * num_bins + bin: one scatter pass computes every bin's statistics.
     segment = torch.arange(num_groups).repeat_interleave(group_size) * num_bins + bins

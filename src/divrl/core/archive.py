@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from divrl.core._args import checked
 from divrl.core._groups import check_state_keys
 
 
@@ -43,6 +44,7 @@ class GridArchive:
     or objective is None/NaN are never added.
     """
 
+    @checked
     def __init__(
         self, dims: Sequence[int], ranges: Sequence[tuple[float, float]], qd_score_offset: float = 0.0
     ) -> None:
@@ -65,15 +67,20 @@ class GridArchive:
         return len(self.dims)
 
     def _as_descriptors(self, descriptors: Any) -> np.ndarray:
-        array = np.asarray(
-            [[np.nan] * self.behavior_dims if d is None else d for d in descriptors], dtype=float
-        ).reshape(len(descriptors), -1)
+        try:
+            array = np.asarray(
+                [[np.nan] * self.behavior_dims if d is None else d for d in descriptors], dtype=float
+            ).reshape(len(descriptors), -1)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"descriptors must be a sequence of {self.behavior_dims}-D points (or None), got "
+                             f"{type(descriptors).__name__}: {error}") from None
         if array.shape[1] != self.behavior_dims:
             raise ValueError(
                 f"descriptors have dimension {array.shape[1]} but the archive has {self.behavior_dims} dims"
             )
         return array
 
+    @checked
     def cell_index(self, descriptors: Any) -> np.ndarray:
         """Flat cell index of each descriptor (row-major over `dims`); -1 where the descriptor is NaN."""
         array = self._as_descriptors(descriptors)
@@ -86,6 +93,7 @@ class GridArchive:
         flat = np.ravel_multi_index(coords.T, self.dims) if len(array) else np.zeros(0, dtype=int)
         return np.where(valid, flat, -1)
 
+    @checked
     def add(self, descriptors: Any, objectives: Any) -> list[AddStatus]:
         """Insert a batch; per cell only the batch's best item can enter, so a new cell counts NEW once.
 
@@ -93,7 +101,11 @@ class GridArchive:
         items are NOT_ADDED. Order-independent within a batch (ties go to the earlier item).
         """
         cells = self.cell_index(descriptors)
-        values = np.asarray([np.nan if o is None else o for o in objectives], dtype=float).reshape(-1)
+        try:
+            values = np.asarray([np.nan if o is None else o for o in objectives], dtype=float).reshape(-1)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"objectives must be a sequence of numbers (or None), got {type(objectives).__name__}: "
+                             f"{error}") from None
         if len(values) != len(cells):
             raise ValueError(f"got {len(cells)} descriptors but {len(values)} objectives")
         descriptor_array = self._as_descriptors(descriptors)
@@ -135,6 +147,7 @@ class GridArchive:
         return {"dims": list(self.dims), "ranges": [list(r) for r in self.ranges],
                 "qd_score_offset": self.qd_score_offset, "elites": self.elites()}
 
+    @checked
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore elites saved by `state_dict`; the grid configuration must match and every elite's cell exist."""
         check_state_keys(state, ("dims", "ranges", "elites"), "GridArchive")
@@ -155,6 +168,7 @@ class GridArchive:
             self._descriptor[cell] = descriptor
 
 
+@checked
 def archive_bonus(statuses: Sequence[AddStatus], beta_new: float, beta_imp: float) -> torch.Tensor:
     """Reward bonus per item: beta_new for a NEW cell, beta_imp for an IMPROVED one, 0 otherwise."""
     table = {AddStatus.NEW: beta_new, AddStatus.IMPROVED: beta_imp, AddStatus.NOT_ADDED: 0.0}

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from divrl.core._args import checked
 from divrl.core._groups import check_state_keys
 
 COUNT_SCOPES = ("prompt", "global")
@@ -23,6 +24,7 @@ COUNT_SCOPES = ("prompt", "global")
 class OutcomeCounts:
     """Counts n(x, o) of valid outcomes o per context x (or over all contexts) kept across training steps."""
 
+    @checked
     def __init__(self, coef: float, scope: str = "prompt") -> None:
         self._configure(coef, scope)
         self.counts: Counter = Counter()
@@ -37,6 +39,7 @@ class OutcomeCounts:
     def _entry(self, context: Hashable, key: Hashable) -> tuple:
         return (None if self.scope == "global" else context, key)
 
+    @checked
     def bonus(self, contexts: Sequence[Hashable], keys: Sequence[Hashable | None]) -> torch.Tensor:
         """Count the batch's valid outcomes, then return coef / sqrt(1 + n(x, o)) per item (0 where the key is None).
 
@@ -58,6 +61,7 @@ class OutcomeCounts:
         return {"coef": self.coef, "scope": self.scope,
                 "counts": [[context, key, count] for (context, key), count in self.counts.items()]}
 
+    @checked
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore counts saved by `state_dict`; ValueError on missing keys or a malformed entry."""
         check_state_keys(state, ("coef", "scope", "counts"), "OutcomeCounts")

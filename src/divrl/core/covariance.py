@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import torch
 
+from divrl.core._args import checked
 
+
+@checked
 def token_covariance(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(A - mean A)(log pi - mean log pi) per token (B, T), means over the masked tokens; -inf outside the mask.
     `advantages` is (B,) (one per sequence, broadcast over its tokens) or (B, T)."""
     if logps.dim() != 2 or mask.shape != logps.shape:
         raise ValueError(f"logps and mask must be (batch, tokens) of one shape, got {tuple(logps.shape)} and "
                          f"{tuple(mask.shape)}")
+    if advantages.shape not in (logps.shape[:1], logps.shape):
+        raise ValueError(f"advantages must be (B,) or (B, T) for logps of shape {tuple(logps.shape)}, got "
+                         f"{tuple(advantages.shape)}")
     valid = mask.bool()
     adv = (advantages.unsqueeze(1) if advantages.dim() == 1 else advantages).expand_as(logps).detach().float()
     logps = logps.detach().float()
@@ -28,15 +34,21 @@ def token_covariance(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.
     return covariance.masked_fill(~valid, -torch.inf)
 
 
+@checked
 def ppo_clipped(advantages: torch.Tensor, log_ratio: torch.Tensor, clip_low: float, clip_high: float) -> torch.Tensor:
     """Boolean (B, T): tokens where PPO's clipped surrogate -A clip(r, 1 - low, 1 + high) exceeds -A r, i.e. the
     clip is active and their policy gradient is already 0 (Clip-Cov leaves them out). `advantages` is (B,) or
     (B, T); r = exp(log_ratio)."""
-    ratio = log_ratio.detach().exp()
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    if log_ratio.dim() != 2 or adv.dim() != 2 or adv.shape[0] != log_ratio.shape[0] or adv.shape[1] not in (
+            1, log_ratio.shape[1]):
+        raise ValueError(f"advantages must be (B,) or (B, T) and log_ratio (B, T), got shapes "
+                         f"{tuple(advantages.shape)} and {tuple(log_ratio.shape)}")
+    ratio = log_ratio.detach().exp()
     return -adv * ratio.clamp(1 - clip_low, 1 + clip_high) > -adv * ratio
 
 
+@checked
 def clip_cov_selection(covariance: torch.Tensor, ratio: float, low: float, high: float,
                        excluded: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Boolean (B, T): max(1, int(ratio x valid tokens)) tokens drawn uniformly among those with low < Cov < high
@@ -55,6 +67,7 @@ def clip_cov_selection(covariance: torch.Tensor, ratio: float, low: float, high:
     return selected
 
 
+@checked
 def kl_cov_selection(covariance: torch.Tensor, ratio: float) -> torch.Tensor:
     """Boolean (B, T): the max(1, int(ratio x valid tokens)) valid tokens of largest Cov."""
     valid = torch.isfinite(covariance)

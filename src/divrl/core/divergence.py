@@ -26,6 +26,8 @@ from typing import Literal
 
 import torch
 
+from divrl.core._args import checked
+
 DIVERGENCES = ("reverse_kl", "forward_kl", "js", "alpha")
 SampleSource = Literal["policy", "reference"]
 
@@ -36,6 +38,7 @@ LOG_RATIO_CLAMP = 20.0
 ALPHA_LIMIT_TOL = 1e-4
 
 
+@checked
 def generator(kind: str, log_rho: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
     """f(rho) of the named divergence, computed from log rho for numerical stability."""
     rho = log_rho.exp()
@@ -53,9 +56,10 @@ def generator(kind: str, log_rho: torch.Tensor, alpha: float = 0.5) -> torch.Ten
     if kind == "js":
         log_half_sum = torch.logaddexp(log_rho, torch.zeros_like(log_rho)) - math.log(2.0)
         return 0.5 * (rho * (log_rho - log_half_sum) - log_half_sum)
-    raise ValueError(f"unknown divergence {kind!r}; choose one of {', '.join(DIVERGENCES)}")
+    raise ValueError(f"kind must name a divergence, one of {', '.join(DIVERGENCES)}; got {kind!r}")
 
 
+@checked
 def per_token_divergence(
     logp_policy: torch.Tensor,
     logp_ref: torch.Tensor,
@@ -73,6 +77,7 @@ def per_token_divergence(
     return value if samples_from == "policy" else value * (-log_rho).exp()
 
 
+@checked
 def policy_sample_divergence_loss(
     logp_policy: torch.Tensor,
     logp_ref: torch.Tensor,
@@ -88,9 +93,16 @@ def policy_sample_divergence_loss(
     """
     value = per_token_divergence(logp_policy, logp_ref, kind, "policy", alpha)
     loss = value + value.detach() * (logp_policy - logp_policy.detach())
-    return loss if sample_weight is None else loss * sample_weight.detach()
+    if sample_weight is None:
+        return loss
+    try:
+        return loss * sample_weight.detach()
+    except RuntimeError:
+        raise ValueError(f"sample_weight of shape {tuple(sample_weight.shape)} does not broadcast against the "
+                         f"per-token losses of shape {tuple(loss.shape)}") from None
 
 
+@checked
 def truncated_importance_weights(log_ratio: torch.Tensor, low: float | None, high: float) -> torch.Tensor:
     """exp(log_ratio) truncated to [low, high] (`low` None: from above only), detached.
 
@@ -106,6 +118,7 @@ def truncated_importance_weights(log_ratio: torch.Tensor, low: float | None, hig
     return weight if low is None else weight.clamp(min=low)
 
 
+@checked
 def exact_divergence(p_policy: torch.Tensor, p_ref: torch.Tensor, kind: str, alpha: float = 0.5) -> torch.Tensor:
     """Exact D(mu || pi) = sum_y pi(y) f(mu(y) / pi(y)) for categorical distributions (tests, toy envs).
 

@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 import torch
 
+from divrl.core._args import checked
+
 # FlowRL's published defaults: reward scale beta = 15 and PPO-style clipping 0.2 of the importance weight.
 FLOWRL_BETA = 15.0
 FLOWRL_IMPORTANCE_CLIP = 0.2
@@ -29,6 +31,7 @@ class TrajectoryBalanceTerms(NamedTuple):
     weight: torch.Tensor
 
 
+@checked
 def trajectory_balance_terms(
     log_z: torch.Tensor,
     seq_logp_policy: torch.Tensor,
@@ -40,9 +43,11 @@ def trajectory_balance_terms(
     importance_clip: float = FLOWRL_IMPORTANCE_CLIP,
 ) -> TrajectoryBalanceTerms:
     """Residual and detached importance weight of `trajectory_balance_loss` (same arguments)."""
-    shapes = {t.shape for t in (log_z, seq_logp_policy, seq_logp_ref, lengths, normalised_rewards)}
-    if len(shapes) != 1 or log_z.dim() != 1:
-        raise ValueError(f"trajectory_balance_loss needs (B,) tensors of equal shape, got {sorted(map(tuple, shapes))}")
+    named = {"log_z": log_z, "seq_logp_policy": seq_logp_policy, "seq_logp_ref": seq_logp_ref, "lengths": lengths,
+             "normalised_rewards": normalised_rewards}
+    if len({t.shape for t in named.values()}) != 1 or log_z.dim() != 1:
+        shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in named.items())
+        raise ValueError(f"trajectory_balance_loss needs (B,) tensors of equal shape, got {shapes}")
     if importance_clip < 0:
         raise ValueError(f"importance_clip must be >= 0, got {importance_clip}")
     length = lengths.clamp(min=1).to(seq_logp_policy.dtype)
@@ -60,6 +65,7 @@ def trajectory_balance_terms(
     return TrajectoryBalanceTerms(residual, weight)
 
 
+@checked
 def trajectory_balance_loss(
     log_z: torch.Tensor,
     seq_logp_policy: torch.Tensor,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from divrl.core._args import checked
 from divrl.core._groups import as_float_tensor, check_groups
 
 
@@ -33,13 +34,14 @@ def _check_epsilon(epsilon: float) -> None:
 
 def _group_counts(keys: Sequence[Hashable | None], group_size: int) -> list[Counter]:
     """Counts of each valid (non-None) outcome key inside each group."""
-    num_groups = check_groups(len(keys), group_size)
+    num_groups = check_groups(len(keys), group_size, "keys")
     return [
         Counter(key for key in keys[g * group_size : (g + 1) * group_size] if key is not None)
         for g in range(num_groups)
     ]
 
 
+@checked
 def distinct_outcomes_per_group(keys: Sequence[Hashable | None], group_size: int) -> torch.Tensor:
     """Number of distinct valid (non-None) outcome keys in each group (long, one entry per group).
 
@@ -49,6 +51,7 @@ def distinct_outcomes_per_group(keys: Sequence[Hashable | None], group_size: int
     return torch.tensor([len(c) for c in _group_counts(keys, group_size)], dtype=torch.long)
 
 
+@checked
 def group_outcome_frequencies(keys: Sequence[Hashable | None], group_size: int) -> torch.Tensor:
     """p_hat(o) = (count of o in the item's group) / G for every item; NaN where the key is None."""
     counts = _group_counts(keys, group_size)
@@ -57,6 +60,7 @@ def group_outcome_frequencies(keys: Sequence[Hashable | None], group_size: int) 
     )
 
 
+@checked
 def ips_scale(
     rewards: torch.Tensor, keys: Sequence[Hashable | None], group_size: int, epsilon: float = 1e-3
 ) -> IPSResult:
@@ -79,6 +83,7 @@ def ips_scale(
                      max_scale=max_scale)
 
 
+@checked
 def ips_scale_exact(rewards: torch.Tensor, probs: torch.Tensor, epsilon: float = 1e-3) -> torch.Tensor:
     """Scale rewards by 1 / max(p, epsilon) with each outcome's exact probability p (toy policies).
 

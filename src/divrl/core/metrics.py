@@ -8,7 +8,10 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
+from divrl.core._args import checked
 
+
+@checked
 def mean_pairwise_cosine_distance(x: torch.Tensor) -> float:
     """Mean of 1 - cos(x_i, x_j) over pairs i < j (0 for fewer than two rows).
 
@@ -29,6 +32,7 @@ def mean_pairwise_cosine_distance(x: torch.Tensor) -> float:
     return float(1.0 - off_diagonal_sum / (n * (n - 1)))
 
 
+@checked
 def distinct_outcomes(keys: Sequence[Hashable | None]) -> int:
     """Number of distinct valid outcomes (None ignored)."""
     return len({k for k in keys if k is not None})
@@ -40,6 +44,7 @@ def _effective_number(weights: torch.Tensor) -> float:
     return math.exp(outcome_entropy(weights / weights.sum()))
 
 
+@checked
 def vendi_score(similarity: torch.Tensor) -> float:
     """Vendi score (Friedman & Dieng 2023): exp of the Shannon entropy of the eigenvalues of K / n, for an n x n
     positive semi-definite similarity K with unit diagonal: the effective number of distinct items (1 for n copies
@@ -54,6 +59,7 @@ def vendi_score(similarity: torch.Tensor) -> float:
     return _effective_number(torch.linalg.eigvalsh(similarity.double() / n))
 
 
+@checked
 def vendi_score_of_keys(keys: Sequence[Hashable | None]) -> float:
     """Vendi score with K_ij = 1 when two items share their outcome key: exp of the entropy of the key
     frequencies (the effective number of outcomes); invalid items (None) are left out, 0.0 when none is valid."""
@@ -61,12 +67,16 @@ def vendi_score_of_keys(keys: Sequence[Hashable | None]) -> float:
     return 0.0 if counts.numel() == 0 else _effective_number(counts)
 
 
+@checked
 def vendi_score_of_embeddings(x: torch.Tensor) -> float:
     """Vendi score with the cosine-similarity kernel of the rows of `x` (n, d). Zero rows, which have no
     direction, count as one shared item unrelated to the others (as in `mean_pairwise_cosine_distance`). The
-    eigenvalues come from the smaller of the n x n and d x d Gram matrices (they share their non-zero ones)."""
+    eigenvalues come from the smaller of the n x n and d x d Gram matrices (they share their non-zero ones).
+    NaN when an entry of `x` is not finite (as `vendi_score` for a similarity that is not)."""
     if x.dim() != 2:
         raise ValueError(f"expected a (batch, dim) tensor, got shape {tuple(x.shape)}")
+    if not torch.isfinite(x).all():
+        return math.nan
     zero = (x == 0).all(dim=1, keepdim=True)
     unit = torch.nn.functional.normalize(torch.cat([x.double(), zero.double()], dim=1), dim=1)
     n = unit.shape[0]
@@ -76,6 +86,7 @@ def vendi_score_of_embeddings(x: torch.Tensor) -> float:
     return _effective_number(torch.linalg.eigvalsh(gram / n))
 
 
+@checked
 def empirical_distribution(keys: Sequence[Hashable | None], support: Sequence[Hashable]) -> torch.Tensor:
     """Frequencies of each support element among `keys` (None and keys outside the support count in the total)."""
     if not keys:
@@ -91,6 +102,7 @@ def _as_distribution(p: torch.Tensor | Sequence[float], name: str) -> torch.Tens
     return p
 
 
+@checked
 def outcome_entropy(probs: torch.Tensor | Sequence[float]) -> float:
     """Shannon entropy (nats) of a probability vector; zero entries contribute 0."""
     p = _as_distribution(probs, "probs")
@@ -98,6 +110,7 @@ def outcome_entropy(probs: torch.Tensor | Sequence[float]) -> float:
     return float(-(p * p.log()).sum())
 
 
+@checked
 def l1_distance(p: torch.Tensor | Sequence[float], q: torch.Tensor | Sequence[float]) -> float:
     """Sum of absolute differences between two distributions on the same support."""
     p, q = _as_distribution(p, "p"), _as_distribution(q, "q")
@@ -106,6 +119,7 @@ def l1_distance(p: torch.Tensor | Sequence[float], q: torch.Tensor | Sequence[fl
     return float((p - q).abs().sum())
 
 
+@checked
 def kl_divergence(p: torch.Tensor | Sequence[float], q: torch.Tensor | Sequence[float], eps: float = 1e-12) -> float:
     """KL(p || q) in nats; q is floored at `eps` so a missed mode gives a large finite value."""
     p, q = _as_distribution(p, "p"), _as_distribution(q, "q")

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from divrl.core._args import checked
 from divrl.core._groups import check_state_keys
 
 # Texts longer than this are embedded from their first characters only: bounded cost for any model output.
@@ -18,6 +19,7 @@ MAX_EMBED_CHARS = 8192
 class NoveltyMemory:
     """Novelty = gamma x mean distance to the k nearest embeddings in a FIFO memory of `capacity` items."""
 
+    @checked
     def __init__(self, capacity: int = 512, k: int = 5, gamma: float = 0.3) -> None:
         self._configure(capacity, k, gamma)
         self._memory: torch.Tensor | None = None  # (n <= capacity, D), oldest first
@@ -42,6 +44,7 @@ class NoveltyMemory:
             raise ValueError(f"embedding dim {embeddings.shape[1]} != memory dim {self._memory.shape[1]}")
         return embeddings.detach().float().cpu()
 
+    @checked
     def score(self, embeddings: torch.Tensor) -> torch.Tensor:
         """Novelty of each row against the memory (before adding the batch); zeros while the memory is empty."""
         embeddings = self._check(embeddings)
@@ -51,6 +54,7 @@ class NoveltyMemory:
         distances = torch.cdist(embeddings, self._memory)
         return self.gamma * distances.topk(k, dim=1, largest=False).values.mean(dim=1)
 
+    @checked
     def add(self, embeddings: torch.Tensor) -> None:
         """Append a batch, dropping the oldest items beyond capacity."""
         embeddings = self._check(embeddings)
@@ -61,6 +65,7 @@ class NoveltyMemory:
         """Configuration and memory contents (a tensor; save with torch.save)."""
         return {"capacity": self.capacity, "k": self.k, "gamma": self.gamma, "memory": self._memory}
 
+    @checked
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a memory saved by `state_dict`; ValueError on missing keys, a bad configuration or memory."""
         check_state_keys(state, ("capacity", "k", "gamma", "memory"), "NoveltyMemory")
@@ -72,6 +77,7 @@ class NoveltyMemory:
         self._memory = memory
 
 
+@checked
 def hashed_ngram_embedding(texts: Sequence[str], dim: int = 256, n: int = 3) -> torch.Tensor:
     """L2-normalised signed counts of hashed character n-grams: cheap, deterministic across processes.
 

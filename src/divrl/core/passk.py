@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import torch
 
+from divrl.core._args import checked
 from divrl.core._groups import as_float_tensor, check_groups
 
 
@@ -34,6 +35,7 @@ def _log_comb(n: torch.Tensor, r: int) -> torch.Tensor:
     return torch.where(valid, value, torch.full_like(n, -torch.inf))
 
 
+@checked
 def passk_advantages(
     rewards: torch.Tensor | Sequence[float], group_size: int, k: int, scale: bool = True, eps: float = 1e-4
 ) -> torch.Tensor:
@@ -45,7 +47,7 @@ def passk_advantages(
     their group without it (k capped at the samples left).
     """
     rewards = as_float_tensor(rewards, "rewards")
-    num_groups = check_groups(rewards.numel(), group_size)
+    num_groups = check_groups(rewards.numel(), group_size, "rewards")
     if not 1 <= k <= group_size:
         raise ValueError(f"pass@k needs 1 <= k <= group_size, got k={k} with group_size={group_size}")
     if torch.isnan(rewards).any():

@@ -14,7 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
+from divrl.core._args import checked
 
+
+@checked
 def selection_scores(diversity: torch.Tensor, max_reward: torch.Tensor) -> torch.Tensor:
     """S_k = d_k (1 + max_i R_k(x_i)) for each member k."""
     diversity, max_reward = torch.as_tensor(diversity), torch.as_tensor(max_reward)
@@ -26,9 +29,11 @@ def selection_scores(diversity: torch.Tensor, max_reward: torch.Tensor) -> torch
     return diversity * (1.0 + max_reward)
 
 
+@checked
 def select_top(scores: torch.Tensor, m: int) -> list[int]:
     """Indices of the m highest scores, best first (ties: lower index first)."""
-    scores = torch.as_tensor(scores)
+    if scores.dim() != 1:
+        raise ValueError(f"scores must be one per member (K,), got shape {tuple(scores.shape)}")
     if not 1 <= m <= scores.numel():
         raise ValueError(f"top-M must satisfy 1 <= M <= K={scores.numel()}, got M={m}")
     order = sorted(range(scores.numel()), key=lambda k: (-float(scores[k]), k))
@@ -40,12 +45,14 @@ def _normalised_weights(weights: Sequence[float] | None, count: int) -> list[flo
         raise ValueError("a soup needs at least one member")
     if weights is None:
         return [1.0 / count] * count
-    if len(weights) != count or any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise ValueError(f"soup weights must be {count} non-negative numbers with a positive sum, got {weights}")
+    if len(weights) != count or not all(0 <= w < math.inf for w in weights) \
+            or sum(weights) <= 0:
+        raise ValueError(f"soup weights must be {count} finite non-negative numbers with a positive sum, got {weights}")
     total = float(sum(weights))
     return [float(w) / total for w in weights]
 
 
+@checked
 def average_state_dicts(
     state_dicts: Sequence[Mapping[str, torch.Tensor]], weights: Sequence[float] | None = None
 ) -> dict[str, torch.Tensor]:
@@ -59,6 +66,7 @@ def average_state_dicts(
             for k in state_dicts[0]}
 
 
+@checked
 def lora_soup_delta(
     factors: Sequence[tuple[torch.Tensor, torch.Tensor, float]], weights: Sequence[float] | None = None
 ) -> torch.Tensor:
@@ -76,6 +84,7 @@ def lora_soup_delta(
     return delta
 
 
+@checked
 def project_to_rank(delta: torch.Tensor, rank: int, scale: float) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Best rank-r factors (A (r, in), B (out, r)) with scale * B @ A ~= delta, and the relative Frobenius error.
 
@@ -84,6 +93,9 @@ def project_to_rank(delta: torch.Tensor, rank: int, scale: float) -> tuple[torch
     """
     if rank < 1 or scale <= 0:
         raise ValueError(f"rank must be >= 1 and scale > 0, got rank={rank}, scale={scale}")
+    if delta.dim() != 2 or not torch.isfinite(delta).all():
+        raise ValueError(f"delta must be a finite (out, in) matrix, got shape {tuple(delta.shape)}"
+                         + ("" if delta.dim() != 2 else " with NaN or inf entries"))
     u, s, vh = torch.linalg.svd(delta.float(), full_matrices=False)
     kept = min(rank, s.numel())
     total = float((s**2).sum())

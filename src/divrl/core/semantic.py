@@ -16,12 +16,14 @@ from typing import Any
 
 import torch
 
+from divrl.core._args import checked
 from divrl.core._groups import check_state_keys
 
 
 class LeaderClusters:
     """Incremental leader clustering by cosine similarity; `assign` returns one class id per embedding."""
 
+    @checked
     def __init__(self, threshold: float = 0.6, max_leaders: int = 4096) -> None:
         self._configure(threshold, max_leaders)
         # leaders live in the first `_count` rows of `_store`, which doubles when full (amortised O(1) growth)
@@ -43,6 +45,7 @@ class LeaderClusters:
     def __len__(self) -> int:
         return self._count
 
+    @checked
     def assign(self, embeddings: torch.Tensor) -> list[int | None]:
         """Class id of each row in order (rows founding a class become leaders for the rows after them); None for
         an all-zero row (an empty text has no meaning to compare). Once `max_leaders` classes exist, a row joins
@@ -99,6 +102,7 @@ class LeaderClusters:
         return {"threshold": self.threshold, "max_leaders": self.max_leaders,
                 "leaders": None if leaders is None else leaders.clone()}
 
+    @checked
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore clusters saved by `state_dict`; ValueError on missing keys or malformed leaders."""
         check_state_keys(state, ("threshold", "max_leaders", "leaders"), "LeaderClusters")

@@ -13,15 +13,17 @@ from collections.abc import Sequence
 
 import torch
 
+from divrl.core._args import checked
 from divrl.core._groups import as_float_tensor, check_groups
 
 
+@checked
 def unlikeliness_factors(sequence_logps: torch.Tensor | Sequence[float], group_size: int, beta: float
                          ) -> torch.Tensor:
     """Reward factor 1 - beta * rank / G per sample, rank = position by mean log-prob inside its group
     (ascending, ties in batch order: the least likely sample keeps its whole reward)."""
     logps = as_float_tensor(sequence_logps, "sequence_logps")
-    num_groups = check_groups(logps.numel(), group_size)
+    num_groups = check_groups(logps.numel(), group_size, "sequence_logps")
     if not 0 <= beta <= 1:
         raise ValueError(f"unlikeliness beta must be in [0, 1] (a factor 1 - beta * rank / G stays >= 0), got {beta}")
     if torch.isnan(logps).any():
