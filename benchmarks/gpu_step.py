@@ -136,7 +136,8 @@ def markdown(result: dict[str, Any]) -> str:
              f"{s['max_tokens']} tokens per step, LoRA r=16; median of {s['steps']} timed step(s) after a warm-up. "
              f"Measured on: **{result['hardware']['device']}**, torch {result['hardware']['torch']}, "
              f"{result['hardware']['date']}.", "",
-             "| path (dtype) | method | generation s | scoring s | training s | total s | tokens/s | peak memory GiB |",
+             "| path (dtype) | method | generation s | scoring s | training s | total s | tokens/s | peak memory "
+             "GiB |",
              "|---|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         if "error" in row:
