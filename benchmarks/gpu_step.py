@@ -144,8 +144,9 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {row['path']} | {row['method']} | did not run: {row['error']} | | | | | |")
             continue
         tps = "-" if row["tokens_per_second"] is None else f"{row['tokens_per_second']:.0f}"
-        lines.append(f"| {row['path']} ({row['dtype']}) | {row['method']} | {row['generation']:.2f} | {row['scoring']:.2f} | "
-                     f"{row['training']:.2f} | {row['total']:.2f} | {tps} | {row['peak_memory_gib']:.2f} |")
+        lines.append(f"| {row['path']} ({row['dtype']}) | {row['method']} | {row['generation']:.2f} | "
+                     f"{row['scoring']:.2f} | {row['training']:.2f} | {row['total']:.2f} | {tps} | "
+                     f"{row['peak_memory_gib']:.2f} |")
     lines += ["", f"Recommended generation path here: **{result['recommended']}** (the lowest median step time of "
                   "plain GRPO among the paths that ran)." if result["recommended"] else
               "No generation path ran."]
