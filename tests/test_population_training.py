@@ -327,3 +327,19 @@ def test_issue_15_methods_compose_with_ips_in_a_population(method: dict[str, Any
     trainer.train()
     assert trainer.population.state.soups == 1 and trainer.state.global_step == 4
     assert {"ips/max_scale", "population/score_0"} <= metric_keys(trainer.state.log_history)
+
+
+def test_auto_entropy_gives_each_member_its_own_trl_controller(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # K = 2 members train in turn (steps 1, 3: member 0; 2, 4: member 1). With 'auto', each measures its own target
+    # on its first step and then runs TRL's adaptive controller from its own coefficient (x 2: always below the
+    # target, so +0.1 per own step): TRL's one entropy_coef per trainer holds the active member's.
+    from trainer_helpers import logged
+
+    trainer = population_trainer(tiny_qwen3, tmp_path, trainer_name="DivRLTrainer", population=True,
+                                 maxent_entropy_target="auto", maxent_entropy_auto_scale=2.0, entropy_coef_delta=0.1)
+    trainer.train()
+    entropy, coef = logged(trainer.state.log_history, "entropy"), logged(trainer.state.log_history, "entropy_coef")
+    controls = [s["maxent_entropy"].controller for s in trainer.population.member_diversity_states()]
+    assert [c.target for c in controls] == pytest.approx([2 * entropy[0], 2 * entropy[1]], rel=1e-5)
+    assert [c.entropy_coef for c in controls] == pytest.approx([0.1, 0.1])  # one step each on TRL's controller
+    assert coef == pytest.approx([0.0, 0.0, 0.1, 0.1])  # a shared coefficient would reach 0.2 at step 4

@@ -12,7 +12,10 @@ from trainer_helpers import ToyTask, lora_config, make_config, prompt_dataset
 STEPS = [["abc e", "bcd", "xyz", "aeiou"], ["abc", "qqq", "hello", "xy o"], ["zzz", "ba", "oa e", "mnop"]]
 
 
-def _run(model: Path, out: Path, resume: str | None = None):
+DUAL = {"maxent_entropy_target": 10.0, "maxent_alpha_lr": 0.05}
+
+
+def _run(model: Path, out: Path, resume: str | None = None, entropy: dict = DUAL):
     from transformers import AutoTokenizer
 
     from divrl import DivRLTrainer
@@ -20,8 +23,8 @@ def _run(model: Path, out: Path, resume: str | None = None):
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     args = make_config(out, max_steps=3, save_strategy="steps", save_steps=2, ips=True, qd=True, qd_dims=[3, 3],
-                       novelty_coef=0.3, maxent_entropy_target=10.0, maxent_alpha_lr=0.05, count_bonus_coef=0.5,
-                       ips_outcome_key="semantic", learning_rate=0.01)
+                       novelty_coef=0.3, count_bonus_coef=0.5, ips_outcome_key="semantic", learning_rate=0.01,
+                       **entropy)
     trainer = DivRLTrainer(str(model), args=args, train_dataset=prompt_dataset(), processing_class=tokenizer,
                            peft_config=lora_config(), task=ToyTask())
     with scripted_generation(tokenizer, lambda prompt, row: STEPS[trainer.state.global_step][row]):
@@ -68,6 +71,40 @@ def test_resume_restores_method_state(tiny_qwen3: Path, tmp_path: Path) -> None:
 
 
 MOLECULES = [" CC(=O)Oc1ccccc1C(=O)O", " Cn1c(=O)c2c(ncn2C)n(C)c1=O", " CC(=O)Nc1ccc(O)cc1", " not a molecule"]
+
+
+def test_resume_restores_trls_entropy_controller_for_auto(tiny_qwen3: Path, tmp_path: Path) -> None:
+    # 'auto' x 2: the target is measured at step 1, TRL's controller raises entropy_coef at steps 2 and 3. The
+    # resumed run never measures: it gets the target and TRL's state (coefficient, last entropy) from divrl_state.pt.
+    from divrl.trainers.divrl_trainer import STATE_FILE
+
+    auto = {"maxent_entropy_target": "auto", "maxent_entropy_auto_scale": 2.0, "entropy_coef_delta": 0.1}
+    full = _run(tiny_qwen3, tmp_path / "full", entropy=auto)
+    checkpoint = tmp_path / "full" / "checkpoint-2"
+    saved = torch.load(checkpoint / STATE_FILE, weights_only=True)["diversity"]["entropy"]
+    assert saved["controller"] == "trl" and saved["target"] > 0 and saved["entropy_coef"] == pytest.approx(0.1)
+    assert (checkpoint / "entropy_ctrl_state.json").exists()  # TRL saves its own copy too (not read on resume)
+
+    resumed = _run(tiny_qwen3, tmp_path / "resumed", resume=str(checkpoint), entropy=auto)
+    _assert_same_state(full.method_state_dict(), resumed.method_state_dict())
+    assert resumed.entropy_coef == full.entropy_coef == pytest.approx(0.2)
+    assert resumed._last_world_entropy == full._last_world_entropy
+    assert resumed.diversity_state["maxent_entropy"].controller.target == saved["target"]  # restored, not measured
+
+
+def test_auto_refuses_a_dual_descent_state_and_back() -> None:
+    from divrl.methods import method_args
+    from divrl.methods.maxent_entropy import MaxEntEntropy
+
+    auto = MaxEntEntropy(method_args(maxent_entropy_target="auto"), None)
+    dual = MaxEntEntropy(method_args(maxent_entropy_target=0.5), None)
+    before = {"target": 0.25, "lr": 0.01, "max_alpha": None, "alpha": 0.1,  # an 'auto' run before the switch
+              "auto": {"scale": 1.0, "steps": 1, "entropy_sum": 0.25, "measured": 1}}
+    with pytest.raises(ValueError, match="resume with maxent_entropy_target=0.25 to continue it with dual descent"):
+        auto.load_state_dict(before)
+    dual.load_state_dict(before)  # ... which a numeric target continues
+    with pytest.raises(ValueError, match="resume with maxent_entropy_target: auto"):
+        dual.load_state_dict(auto.state_dict())
 
 
 def _molecule_run(model: Path, out: Path, max_steps: int, resume: str | None = None):

@@ -25,6 +25,9 @@ from trainer_helpers import ToyTask, distinct_chars_reward, lora_config, make_co
         ({"qd_beta_new": -1.0}, "qd_beta_new"),
         ({"maxent_entropy_target": 1.0, "use_adaptive_entropy": True}, "maxent_entropy_target"),
         ({"maxent_entropy_target": 1.0, "entropy_coef": 0.1}, "maxent_entropy_target"),
+        ({"maxent_entropy_target": "auto", "use_adaptive_entropy": True}, "maxent_entropy_target"),
+        ({"maxent_entropy_target": "auto", "maxent_alpha_max": 1.0}, "maxent_entropy_target"),  # dual descent's
+        ({"maxent_entropy_target": "auto", "entropy_target": 0.5}, "maxent_entropy_target"),  # 'auto' sets it
         ({"maxent_alpha_lr": 0.0}, "maxent_alpha_lr"),
         ({"novelty_k": 0}, "novelty_k"),
         ({"novelty_embedding": "bert"}, "novelty_embedding"),

@@ -202,22 +202,37 @@ def test_entropy_coefficient_follows_dual_descent(tiny_qwen3: Path, tmp_path: Pa
     assert applied == pytest.approx([0.0, *expected[:-1]], rel=1e-5)  # TRL applies last step's alpha
 
 
-def test_auto_entropy_target_is_the_first_steps_entropy(tiny_qwen3: Path, tmp_path: Path) -> None:
-    steps = [["ab", "cd", "ef", "gh"]] * 3
+@pytest.mark.parametrize("scale, accumulation", [(2.0, 1), (0.5, 1), (2.0, 2)])
+def test_auto_entropy_target_runs_trls_adaptive_controller(scale: float, accumulation: int, tiny_qwen3: Path,
+                                                           tmp_path: Path) -> None:
+    # 'auto': divrl measures H* on the first step (no bonus), then TRL's own use_adaptive_entropy code steps
+    # entropy_coef by +- entropy_coef_delta within [entropy_coef_min, entropy_coef_max] (scale 2: always below the
+    # target, up to the cap; 0.5: always above, down to the floor), over every micro-batch of the step.
+    steps = [["ab", "cd", "ef", "gh"]] * 4
     reward = _reward_table({"ab": 1.0, "cd": 2.0, "ef": 3.0, "gh": 4.0})
+    delta, low, high = 0.1, 0.05, 0.25
     trainer, _ = _train_scripted(tiny_qwen3, tmp_path, steps, reward, maxent_entropy_target="auto",
-                                 maxent_alpha_lr=0.1)
+                                 maxent_entropy_auto_scale=scale, entropy_coef_delta=delta, entropy_coef_min=low,
+                                 entropy_coef_max=high, per_device_train_batch_size=4 // accumulation,
+                                 gradient_accumulation_steps=accumulation)
     history = trainer.state.log_history
-    entropy, alpha = logged(history, "entropy"), logged(history, "maxent/alpha")
-    state = trainer.diversity_state["maxent_entropy"].controller.state_dict()
-    assert state["target"] == pytest.approx(entropy[0], rel=1e-5)  # measured on the first step
-    assert state["auto"] == {"scale": 1.0, "steps": 1, "entropy_sum": pytest.approx(entropy[0], rel=1e-5),
-                             "measured": 1}
-    expected, current = [0.0], 0.0  # no dual step while measuring, then dual descent toward the measured target
+    entropy, alpha, coef = (logged(history, k) for k in ("entropy", "maxent/alpha", "entropy_coef"))
+    control = trainer.diversity_state["maxent_entropy"].controller
+    target = scale * entropy[0]
+    assert control.target == pytest.approx(target, rel=1e-5)
+    assert trainer.use_adaptive_entropy  # TRL's controller runs from the step after the measurement
+    assert trainer.args.entropy_target == 0.2  # H* is TRL's target only while a loss runs: the config is the user's
+    expected, current = [0.0], 0.0  # TRL's rule (grpo_trainer._compute_loss) on each step's entropy
     for h in entropy[1:]:
-        current = max(0.0, current - 0.1 * (h - entropy[0]))
+        current = min(current + delta, high) if h <= target else max(current - delta, low)
         expected.append(current)
-    assert alpha == pytest.approx(expected, rel=1e-5, abs=1e-9)
+    assert expected[1:] == pytest.approx([0.1, 0.2, 0.25] if scale > 1 else [0.05] * 3)  # both branches met
+    assert coef == pytest.approx(expected) and alpha == pytest.approx(expected)  # TRL's log and divrl's agree
+    assert trainer.entropy_coef == pytest.approx(expected[-1]) and control.entropy_coef == trainer.entropy_coef
+    assert trainer._last_world_entropy == pytest.approx(entropy[-1], rel=1e-5)
+    state = control.state_dict()
+    assert state["auto"] == {"scale": scale, "steps": 1, "entropy_sum": pytest.approx(entropy[0], rel=1e-5),
+                             "measured": 1}
 
 
 def test_entropy_far_below_target_warns_once(tiny_qwen3: Path, tmp_path: Path, caplog) -> None:
@@ -234,6 +249,21 @@ def test_entropy_far_below_target_warns_once(tiny_qwen3: Path, tmp_path: Path, c
         _train_scripted(tiny_qwen3, tmp_path / "quiet", steps, reward, maxent_entropy_target=100.0,
                         maxent_warn_steps=0)
     assert not [r for r in caplog.records if "far below its target" in r.getMessage()]
+
+
+def test_auto_entropy_far_below_target_warns_with_trls_controller(tiny_qwen3: Path, tmp_path: Path, caplog) -> None:
+    # 'auto' x 3: entropy near the start is at most half the target, so TRL's controller raises its coefficient at
+    # every step after the measurement (steps 2-4): the warning fires once, at the second of them.
+    steps = [["ab", "cd", "ef", "gh"]] * 4
+    reward = _reward_table({"ab": 1.0, "cd": 2.0, "ef": 3.0, "gh": 4.0})
+    with caplog.at_level("WARNING", logger="divrl.methods.maxent_entropy"):
+        trainer, _ = _train_scripted(tiny_qwen3, tmp_path, steps, reward, maxent_entropy_target="auto",
+                                     maxent_entropy_auto_scale=3.0, maxent_warn_steps=2)
+    warnings = [r.getMessage() for r in caplog.records if "far below its target" in r.getMessage()]
+    control = trainer.diversity_state["maxent_entropy"].controller
+    assert len(warnings) == 1 and f"H* = {control.target:.3f} for 2 steps" in warnings[0]
+    assert "coefficient rose to 0.01" in warnings[0] and "entropy_coef_max" in warnings[0]  # TRL's 2 x 0.005
+    assert control.far_below_steps == 3
 
 
 @pytest.mark.parametrize("quantile", [1.0, 0.5])

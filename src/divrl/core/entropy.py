@@ -12,6 +12,46 @@ from divrl.core._groups import check_state_keys
 FAR_BELOW = 0.5
 
 
+def far_below(entropy: float, target: float) -> bool:
+    """Whether `entropy` is far below `target` (at most H* - FAR_BELOW |H*|)."""
+    return entropy <= target - FAR_BELOW * abs(target)
+
+
+class EntropyTargetMeasurement:
+    """divrl's `auto` target: H* = `scale` x the mean entropy of the first `steps` measurements."""
+
+    def __init__(self, scale: float = 1.0, steps: int = 1) -> None:
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"auto_scale must be finite and > 0, got {scale}")
+        if steps < 1:
+            raise ValueError(f"auto_steps must be >= 1, got {steps}")
+        self.record: dict[str, float] = {"scale": float(scale), "steps": int(steps), "entropy_sum": 0.0,
+                                         "measured": 0}
+
+    def add(self, entropy: float) -> float | None:
+        """Record one measurement; returns H* when it was the last of `steps`, else None."""
+        record = self.record
+        if record["measured"] >= record["steps"]:
+            raise ValueError("the entropy target is already measured")
+        record["entropy_sum"] += float(entropy)
+        record["measured"] += 1
+        if record["measured"] < record["steps"]:
+            return None
+        return record["scale"] * record["entropy_sum"] / record["steps"]
+
+    def state_dict(self) -> dict[str, float]:
+        """JSON-able record: scale, steps, entropy sum and measurements so far."""
+        return dict(self.record)
+
+    @classmethod
+    def from_state(cls, state: dict[str, float]) -> EntropyTargetMeasurement:
+        """The measurement a `state_dict` describes."""
+        check_state_keys(state, ("scale", "steps", "entropy_sum", "measured"), "EntropyTargetMeasurement")
+        measurement = cls(state["scale"], int(state["steps"]))
+        measurement.record = dict(state)
+        return measurement
+
+
 class AdaptiveEntropyCoefficient:
     """alpha* = argmin_{alpha >= 0} alpha (H - H*): step alpha <- max(0, alpha - lr (H - H*)), capped at max_alpha.
 
@@ -32,15 +72,10 @@ class AdaptiveEntropyCoefficient:
             raise ValueError(f"init_alpha must be finite and >= 0, got {init_alpha}")
         if max_alpha is not None and max_alpha < init_alpha:
             raise ValueError(f"max_alpha ({max_alpha}) must be >= init_alpha ({init_alpha})")
-        if not (math.isfinite(auto_scale) and auto_scale > 0):
-            raise ValueError(f"auto_scale must be finite and > 0, got {auto_scale}")
-        if auto_steps < 1:
-            raise ValueError(f"auto_steps must be >= 1, got {auto_steps}")
         self.target, self.lr, self.max_alpha = None if target is None else float(target), float(lr), max_alpha
         self.alpha = float(init_alpha)
-        # Measuring the target (target=None): the scale, the steps, and the entropy sum / steps seen so far.
-        self.auto: dict[str, float] | None = None if target is not None else {
-            "scale": float(auto_scale), "steps": int(auto_steps), "entropy_sum": 0.0, "measured": 0}
+        # Measuring the target (target=None); kept after it is measured, for the checkpoint.
+        self.auto = None if target is not None else EntropyTargetMeasurement(auto_scale, auto_steps)
         self.far_below_steps = 0
 
     def update(self, entropy: float) -> float:
@@ -51,15 +86,11 @@ class AdaptiveEntropyCoefficient:
             raise ValueError(f"measured entropy must be finite, got {entropy}: alpha would become meaningless")
         if self.target is None:
             assert self.auto is not None
-            self.auto["entropy_sum"] += entropy
-            self.auto["measured"] += 1
-            if self.auto["measured"] == self.auto["steps"]:
-                self.target = self.auto["scale"] * self.auto["entropy_sum"] / self.auto["steps"]
+            self.target = self.auto.add(entropy)
             return self.alpha
         alpha = self._step(entropy, self.target)
         self.alpha = alpha if self.max_alpha is None else min(alpha, self.max_alpha)
-        far = entropy <= self.target - FAR_BELOW * abs(self.target)
-        self.far_below_steps = self.far_below_steps + 1 if far else 0
+        self.far_below_steps = self.far_below_steps + 1 if far_below(entropy, self.target) else 0
         return self.alpha
 
     def _step(self, entropy: float, target: float) -> float:
@@ -76,7 +107,7 @@ class AdaptiveEntropyCoefficient:
         state: dict[str, Any] = {"target": self.target, "lr": self.lr, "max_alpha": self.max_alpha,
                                  "alpha": self.alpha}
         if self.auto is not None:
-            state["auto"] = dict(self.auto)
+            state["auto"] = self.auto.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -85,6 +116,6 @@ class AdaptiveEntropyCoefficient:
         target = state["target"]
         self.target, self.lr = None if target is None else float(target), float(state["lr"])
         self.max_alpha, self.alpha = state["max_alpha"], float(state["alpha"])
-        self.auto = dict(state["auto"]) if state.get("auto") is not None else None
+        self.auto = EntropyTargetMeasurement.from_state(state["auto"]) if state.get("auto") is not None else None
         if self.target is None and self.auto is None:
             raise ValueError("AdaptiveEntropyCoefficient state has no target and no 'auto' measurement")

@@ -8,10 +8,10 @@ Where each method hooks into TRL (trl 1.16):
   log-probs: the sampler's own (vLLM's, or `cpu_sample`'s on the CPU) or, without them, one no-grad forward).
 - Length-conditional and pass@k advantages: `_generate_and_score_completions`, recomputed on the global batch
   and sliced back to this process exactly as TRL slices advantages.
-- Entropy: the execution-rewards paper's dual-descent coefficient (`divrl.core.AdaptiveEntropyCoefficient`) sets TRL's
-own
-  `entropy_coef` before every loss; TRL's entropy bonus does the rest. The controller measures the entropy of
-  the tokens the bonus acts on (TRL's top-entropy tokens when `top_entropy_quantile` < 1).
+- Entropy: TRL's entropy bonus, its `entropy_coef` driven by MaxEnt's controller before every loss: with
+  `maxent_entropy_target: auto` TRL's own adaptive controller toward the measured start's entropy (each policy's TRL
+  state swapped in), with a number the execution-rewards paper's dual descent (`divrl.core.AdaptiveEntropyCoefficient`).
+  Both measure the entropy of the tokens the bonus acts on (TRL's top-entropy tokens when `top_entropy_quantile` < 1).
 - Divergence: `_compute_loss`, from the per-token log-probs TRL's loss forward already computed (captured,
   not recomputed), aggregated like TRL's entropy bonus (masked token mean / gradient-accumulation steps).
 - Clip-Cov: the loss forward's log-probs are detached on the selected tokens (`_get_per_token_logps_and_entropies`
