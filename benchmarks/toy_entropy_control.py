@@ -3,10 +3,11 @@
 From a low-entropy warm start (per-token entropy 0.08-0.15, the state after SFT that broke evidence v3's MaxEnt), and
 on the seed paper's simulated ideas from their usual start, 10 seeds each:
 - the seed paper's MaxEnt: dual descent toward H* = 1.0, unbounded coefficient (`maxent_entropy_target=1.0`);
-- dual descent toward the `auto` target (the policy's own entropy, measured on the first step);
+- dual descent toward the `auto` target (the policy's own entropy, measured on the first step; MaxEnt's `auto`
+  before issue 42's switch);
 - TRL's rule (Skywork-OR1: coefficient +- 0.005 per step, clamped to [0, 1], applied only while the entropy is at or
   below the target; GRPOConfig's defaults, `divrl.toy.trl_entropy`) toward H* = 1.0, toward TRL's default 0.2 and
-  toward the `auto` target;
+  toward the `auto` target (MaxEnt's `auto` now, in the toy and the LLM trainer);
 - GRPO without any entropy term, for reference.
 Every MaxEnt row keeps novelty and length bins (the toy's `maxent`); only the entropy controller differs.
 Per seed, over the last 10 steps: the entropy against the target, the largest coefficient of the run, the expected
@@ -45,7 +46,7 @@ STEPS = 1000  # tabular environments (the toy default is 1000-3000): every contr
 ROWS: dict[str, tuple[str, dict[str, Any]]] = {
     "grpo (no entropy term)": ("grpo", {}),
     "seed paper: dual, H* = 1.0": ("maxent", {"maxent_entropy_target": 1.0}),
-    "dual, H* = auto": ("maxent", {"maxent_entropy_target": "auto"}),
+    "dual, H* = auto": ("maxent", {"maxent_entropy_target": "auto", "entropy_controller": "dual"}),
     "TRL rule, H* = 1.0": ("maxent", {"maxent_entropy_target": 1.0, "entropy_controller": "trl"}),
     "TRL rule, H* = 0.2 (TRL default)": ("maxent", {"maxent_entropy_target": 0.2, "entropy_controller": "trl"}),
     "TRL rule, H* = auto": ("maxent", {"maxent_entropy_target": "auto", "entropy_controller": "trl"}),

@@ -359,6 +359,17 @@ def test_auto_entropy_target_holds_a_low_entropy_start_with_a_bounded_coefficien
         assert (curves["entropy_alpha"].max(1) < 0.5).all(), controller  # bounded, far below the paper's
 
 
+def test_toy_default_entropy_controller_matches_the_llm_trainer():
+    # As DivRLTrainer: 'auto' runs TRL's rule, a number dual descent.
+    env, seeds = _warm_multiplicity(), [0]
+    base = {"steps": 30, "group_size": 16, "lr": 0.05}
+    for target, rule in (("auto", "trl"), (1.0, "dual")):
+        default, explicit = (train(env, "maxent", TrainConfig(**base, maxent_entropy_target=target, **extra),
+                                   seeds).curves for extra in ({}, {"entropy_controller": rule}))
+        assert all(np.array_equal(default[k], explicit[k]) for k in ("token_entropy", "entropy_alpha")), target
+    assert TrainConfig(**base).entropy_controller == "default"
+
+
 def test_trl_entropy_mirror_follows_trl_rule_with_grpo_config_defaults():
     from trl import GRPOConfig
 

@@ -70,7 +70,7 @@ TABULAR_METRICS = ("l1_to_target", "kl_to_target", "max_outcome_prob", "distinct
                    "pass_at_k", *CONTROLLER_METRICS)
 IDEA_METRICS = ("mean_reward", "max_reward", "diversity", "complexity", "outcomes_per_group", *CONTROLLER_METRICS)
 FINAL_WINDOW = 10  # "final" metrics average the last 10 steps (the execution-rewards paper's protocol)
-ENTROPY_CONTROLLERS = ("dual", "trl")
+ENTROPY_CONTROLLERS = ("default", "dual", "trl")
 
 Env = TabularEnv | IdeaEnv
 
@@ -95,9 +95,10 @@ class TrainConfig:
     maxent_entropy_auto_scale: float = 1.0  # maxent, target 'auto': H* = this x the first steps' mean entropy
     maxent_entropy_auto_steps: int = 1  # maxent, target 'auto': steps measured
     maxent_alpha_lr: float = 0.01  # maxent: dual-descent step of the entropy coefficient
-    # maxent: 'dual' (MaxEnt's dual descent, the LLM trainer's) or 'trl' (TRL's use_adaptive_entropy rule with its
-    # GRPOConfig defaults, `divrl.toy.trl_entropy`), either toward maxent_entropy_target
-    entropy_controller: str = "dual"
+    # maxent: 'dual' (MaxEnt's dual descent) or 'trl' (TRL's use_adaptive_entropy rule with its GRPOConfig defaults,
+    # `divrl.toy.trl_entropy`), either toward maxent_entropy_target; 'default': as the LLM trainer, TRL's rule for
+    # 'auto' and dual descent for a number
+    entropy_controller: str = "default"
     ips_epsilon: float = 1e-3
     ips_exact: bool = False  # tabular only: divide by the exact outcome probability, not the group frequency
     ips_outcome: str = "peak"  # ideas only: what counts as one outcome for IPS (envs.IDEA_OUTCOMES)
@@ -247,16 +248,19 @@ class Trainer:
             self.ref_logp = self.policy.evaluate(self.reference, self.ref_rollout)[0]
 
     def _entropy_controller(self, methods: dict[str, Any]) -> AdaptiveEntropyCoefficient:
-        """A member's entropy coefficient: its maxent method's dual-descent controller, TRL's rule toward the same
-        target (`entropy_controller='trl'`), or an idle one (alpha 0) without maxent."""
+        """A member's entropy coefficient: MaxEnt's dual descent or TRL's rule (the toy's mirror of it) toward
+        maxent_entropy_target (`entropy_controller`; 'default' picks as the LLM trainer does), or an idle one
+        (alpha 0) without maxent."""
         cfg = self.cfg
         target = parse_entropy_target(cfg.maxent_entropy_target)
-        if "maxent_entropy" not in methods:
-            return AdaptiveEntropyCoefficient(target, cfg.maxent_alpha_lr)
-        if cfg.entropy_controller == "trl":
+        controller = cfg.entropy_controller
+        if controller == "default":
+            controller = "trl" if target is None else "dual"
+        if "maxent_entropy" in methods and controller == "trl":
             return TRLAdaptiveEntropy(target, auto_scale=cfg.maxent_entropy_auto_scale,
                                       auto_steps=cfg.maxent_entropy_auto_steps)
-        return methods["maxent_entropy"].controller
+        return AdaptiveEntropyCoefficient(target, cfg.maxent_alpha_lr, auto_scale=cfg.maxent_entropy_auto_scale,
+                                          auto_steps=cfg.maxent_entropy_auto_steps)
 
     # -- sampling and rewards (one generator per seed) ------------------------------------------------
     def per_seed(self, tensor: torch.Tensor) -> list[torch.Tensor]:
