@@ -351,6 +351,7 @@ def run_unit(work: Path, arm: str, seed: int, config: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global STATE  # a pinned worktree's campaign writes into main's state folder (--state)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("pilot-warm-start", "pilot-budget", "run", "report"))
     parser.add_argument("--work", type=Path, default=ROOT.parent / "v4-work", help="heavy files (default ../v4-work)")
@@ -360,7 +361,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS | EXTRA_ARMS))
     args = parser.parse_args(argv)
-    global STATE
     STATE = args.state.resolve()
     os.chdir(ROOT)  # recipes are named relative to the checkout
     if args.command == "pilot-warm-start":

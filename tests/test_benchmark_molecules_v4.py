@@ -82,3 +82,37 @@ def test_a_yield_below_grpo_is_a_miss(state: Path, tmp_path: Path) -> None:
         _unit(state, "grpo", seed, grpo)
         _unit(state, "ips", seed, ips)
     assert report.write_report(state, tmp_path / "results")["verdicts"]["ips"]["reached"] is False
+
+
+@pytest.mark.slow
+def test_units_run_end_to_end_on_a_tiny_model(tiny_qwen3: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The campaign's own code paths (sampling arm, an RL arm with the diversity filter, the fkl arm's rehearsal
+    set and history hand-over), in process on the tiny model with scripted molecules, to a budget of 6 calls."""
+    from transformers import AutoTokenizer
+
+    from divrl.cli import main as divrl_main
+    from divrl.testing import scripted_generation
+
+    state = tmp_path / "state"
+    monkeypatch.setattr(v4, "STATE", state)
+    monkeypatch.setattr(v4, "warm_start", lambda work, seed, settings: tiny_qwen3)
+    monkeypatch.setattr(v4, "divrl", lambda *args: divrl_main(list(args)))  # in process: the script applies
+    monkeypatch.setattr(v4, "MAX_NEW_TOKENS", 40)
+    monkeypatch.setattr(v4, "EVAL_SAMPLES", 32)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3)
+    config = {"K": 16, "tau": 0.5, "B": 6, "S_max": 3}
+    with scripted_generation(tokenizer, lambda prompt, row: " " + MOLECULES[row % len(MOLECULES)] + "\nSMILES:"):
+        for arm in ("sample", "grpo+df", "fkl"):
+            v4.run_unit(tmp_path / "work", arm, 0, config)
+    for arm in ("sample", "grpo+df", "fkl"):
+        metrics = json.loads((state / "units" / f"{arm}-seed0" / "metrics.json").read_text())
+        assert metrics["calls"] == 6 and not metrics["stopped_short"], arm  # the budget was reached and cut at B
+        assert metrics["fresh"]["samples"] == 32 and metrics["fresh"]["validity"] > 0
+        history = (state / "units" / f"{arm}-seed0" / "history.jsonl").read_text().splitlines()
+        assert len(history) >= 6
+    rehearsal = (tmp_path / "work" / "rehearsal" / "seed0" / "history.jsonl").read_text().splitlines()
+    fkl = (state / "units" / "fkl-seed0" / "history.jsonl").read_text().splitlines()
+    assert fkl[: len(rehearsal)] == rehearsal  # the rehearsal's calls open the arm's history
+    grpo = json.loads((state / "units" / "grpo+df-seed0" / "metrics.json").read_text())
+    assert 1 <= grpo["steps"] <= 3 and (state / "units" / "grpo+df-seed0" / "trainer_state.json").is_file()

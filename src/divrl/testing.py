@@ -196,7 +196,8 @@ def scripted_generation(tokenizer: Any, script: Callable[[str, int], str]) -> It
 
     `row` is the row's index in the global batch (this process's rows follow those of lower ranks), so the
     same script yields the same global batch under any number of processes. Completions are tokenized,
-    end with EOS and are cut at the call's `max_new_tokens`, so exact expected values can be computed.
+    end with EOS and are cut at the call's `max_new_tokens`, so exact expected values can be computed. With
+    `num_return_sequences` n, each prompt row is repeated n times first, as `generate` does.
     """
     from unittest.mock import patch
 
@@ -207,6 +208,10 @@ def scripted_generation(tokenizer: Any, script: Callable[[str, int], str]) -> It
     def generate(self: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any):
         config = kwargs.get("generation_config")
         max_new = getattr(config, "max_new_tokens", None) or kwargs.get("max_new_tokens") or 10**6
+        repeats = kwargs.get("num_return_sequences") or getattr(config, "num_return_sequences", None) or 1
+        input_ids = input_ids.repeat_interleave(repeats, dim=0)
+        if attention_mask is not None:
+            attention_mask = attention_mask.repeat_interleave(repeats, dim=0)
         offset = PartialState().process_index * input_ids.shape[0]
         completions = []
         for i, row in enumerate(input_ids):
