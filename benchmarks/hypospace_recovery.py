@@ -614,6 +614,26 @@ SEED_METRICS = ("recovery_at_n_admissible", "validity")
 SEED_REFERENCES = ((METHODS["grpo"], "grpo"), (SFT_LABEL, "sft"), (METHODS[CONTINUED_SFT], "more_sft"))
 
 
+def partial_evaluation(folder: Path) -> tuple[int, int] | None:
+    """(instances recorded, instances planned) of an evaluation stopped partway (its resumable partial record under
+    FOLDER/partial: a header naming the instances, then one line per recorded instance), or None without one."""
+    records = sorted((folder / "partial").glob("*.jsonl"))
+    if not records:
+        return None
+    lines = [json.loads(line) for line in records[-1].read_text().splitlines() if line.strip()]
+    return sum("id" in line for line in lines[1:]), len(lines[0].get("instances", [])) if lines else 0
+
+
+def _evaluation_note(training: dict[str, Any]) -> str:
+    """What the report says after a trained seed's steps about its evaluation."""
+    if training["evaluated"]:
+        return ""
+    if training.get("partial"):
+        done, planned = training["partial"]
+        return f" (evaluation stopped partway: {done} of {planned} instances recorded, resumable; not in the table)"
+    return " (not evaluated)"
+
+
 def t_interval(values: list[float], level: float = 0.95) -> dict[str, Any]:
     """Mean and Student-t interval of independent per-seed values (df = seeds - 1); NaN bounds for one seed."""
     from scipy import stats
@@ -745,7 +765,9 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
             signals = training_signals(run)
             label = f"{method}-seed{seed}"
             evaluated = (state / "eval" / label / "recovery.json").is_file()
-            entry["training"].append({"seed": seed, "steps": signals["steps"], "evaluated": evaluated, **signals})
+            entry["training"].append({"seed": seed, "steps": signals["steps"], "evaluated": evaluated,
+                                      "partial": None if evaluated else partial_evaluation(state / "eval" / label),
+                                      **signals})
             entry["wall_seconds"] += _meta(run / "divrl_benchmark.json").get("train_seconds", 0.0)
             if evaluated:
                 result = load_evaluation(state, label)
@@ -1002,8 +1024,7 @@ def markdown(data: dict[str, Any], stem: str) -> str:
             lines[-4:-4] = ["RR@\\|H_O\\| per \\|H_O\\| tier [95% CI]:", "",
                             "| method | " + " | ".join(header) + " |", "|---|" + "---|" * len(header), *rows, ""]
     for label, m in data["methods"].items():
-        steps = ", ".join(f"{t['seed']}: {t['steps']}" + ("" if t["evaluated"] else " (not evaluated)")
-                          for t in m["training"])
+        steps = ", ".join(f"{t['seed']}: {t['steps']}" + _evaluation_note(t) for t in m["training"])
         if not m.get("seeds"):
             lines.append(f"| {label} | 0 | {steps} | not evaluated yet | | | | | | | | |")
             continue

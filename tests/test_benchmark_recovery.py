@@ -575,3 +575,17 @@ def test_each_seed_is_evaluated_on_its_own_sampling_stream_over_the_same_split(m
     (command,) = commands
     assert command[command.index("--sample-seed") + 1] == "3" and command[command.index("--split") + 1] == "test"
     assert command[command.index("--seed") + 1] == "0"  # the split seed stays the recipe's
+
+
+def test_a_partly_evaluated_seed_is_reported_with_its_recorded_instances(tmp_path: Path) -> None:
+    partial = tmp_path / "maxent-seed1" / "partial"
+    partial.mkdir(parents=True)
+    lines = [{"dtype": "auto", "instances": ["a", "b", "c"], "limit": 3}, {"id": "a", "completions": ["x"]},
+             {"id": "b", "completions": ["y"]}]
+    (partial / "0123.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert bench.partial_evaluation(tmp_path / "maxent-seed1") == (2, 3)
+    assert bench.partial_evaluation(tmp_path / "missing") is None
+    note = bench._evaluation_note({"evaluated": False, "partial": (2, 3)})
+    assert "2 of 3 instances recorded" in note and "not evaluated" not in note
+    assert bench._evaluation_note({"evaluated": False, "partial": None}) == " (not evaluated)"
+    assert bench._evaluation_note({"evaluated": True}) == ""
