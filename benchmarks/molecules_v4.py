@@ -224,6 +224,37 @@ def pilot_budget(work: Path) -> dict[str, Any]:
     return result
 
 
+def write_pilots_markdown(results: Path) -> None:
+    """results/molecules_v4_pilots.md: what each pilot that has run measured and fixed, for BENCHMARKS.md."""
+    lines = ["## Evidence v4 pilots (`benchmarks/molecules_v4.py pilot-warm-start`, `pilot-budget`)", "",
+             "Rules fixed in `benchmarks/evidence/molecules_v4/protocol.md` before either pilot ran.", ""]
+    warm_path, budget_path = STATE / "pilots" / "warm_start.json", STATE / "pilots" / "budget.json"
+    if warm_path.is_file():
+        warm = read_json(warm_path)
+        lines += [f"Pilot 1, the warm start: SFT seed 0 of `recipes/sft/molecules.yaml` scored at each candidate on "
+                  f"the dev prompts ({DEV_SAMPLES} samples, temperature 1, <= {MAX_NEW_TOKENS} tokens):", "",
+                  "| SFT steps K | validity (sanity-gated) | uniqueness | mean MPO of valid | MPO p50 / p90 / p99 | "
+                  f"fraction > {TAU} | #Circles > {TAU} |", "|---|---|---|---|---|---|---|"]
+        for k, c in warm["candidates"].items():
+            pct = "-" if c["mpo_percentiles_50_90_99"] is None else \
+                " / ".join(f"{v:.3f}" for v in c["mpo_percentiles_50_90_99"])
+            mean = "-" if c["mean_mpo_valid"] is None else f"{c['mean_mpo_valid']:.3f}"
+            lines.append(f"| {k} | {c['validity']:.3f} | {c['uniqueness']:.3f} | {mean} | {pct} | "
+                         f"{c['fraction_above_tau']:.3f} | {c['circles_above_tau']} |")
+        band = "inside" if warm["in_band"] else "OUTSIDE"
+        lines += ["", f"Chosen: **K = {warm['K']}** (validity nearest 0.5; {band} [0.35, 0.65]); **tau = "
+                      f"{warm['tau']}**.", ""]
+    if budget_path.is_file():
+        b = read_json(budget_path)
+        lines += [f"Pilot 2, the budget: GRPO from SFT seed 0 for {b['steps']} steps on one lane: {b['calls']} oracle "
+                  f"calls (c0 = {b['c0']:.2f} per step), median {b['t0_seconds']:.1f} s per step. "
+                  f"**B = {b['B']}** calls ({'fits' if b['B_fits_45_minutes'] else 'does NOT fit'} 45 minutes: "
+                  f"{b['minutes_per_unit_at_B']:.0f} minutes expected per RL unit); step cap **S_max = {b['S_max']}**.",
+                  ""]
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "molecules_v4_pilots.md").write_text("\n".join(lines))
+
+
 def settings() -> dict[str, Any]:
     """K, tau, B and S_max from the two pilots (both must have run)."""
     warm, budget = STATE / "pilots" / "warm_start.json", STATE / "pilots" / "budget.json"
@@ -363,10 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     STATE = args.state.resolve()
     os.chdir(ROOT)  # recipes are named relative to the checkout
-    if args.command == "pilot-warm-start":
-        print(json.dumps(pilot_warm_start(args.work), indent=1))
-    elif args.command == "pilot-budget":
-        print(json.dumps(pilot_budget(args.work), indent=1))
+    if args.command in ("pilot-warm-start", "pilot-budget"):
+        pilot = pilot_warm_start if args.command == "pilot-warm-start" else pilot_budget
+        print(json.dumps(pilot(args.work), indent=1))
+        write_pilots_markdown(args.results)
     elif args.command == "run":
         config = settings()
         for seed in args.seeds:

@@ -116,3 +116,21 @@ def test_units_run_end_to_end_on_a_tiny_model(tiny_qwen3: Path, tmp_path: Path,
     assert fkl[: len(rehearsal)] == rehearsal  # the rehearsal's calls open the arm's history
     grpo = json.loads((state / "units" / "grpo+df-seed0" / "metrics.json").read_text())
     assert 1 <= grpo["steps"] <= 3 and (state / "units" / "grpo+df-seed0" / "trainer_state.json").is_file()
+
+
+def test_the_pilots_fragment_says_what_each_pilot_fixed(state: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(v4, "STATE", state)
+    candidate = {"validity": 0.4, "uniqueness": 0.9, "mean_mpo_valid": 0.7, "mpo_percentiles_50_90_99": [0.7, 0.8, 0.9],
+                 "fraction_above_tau": 0.3, "circles_above_tau": 5}
+    (state / "pilots" / "warm_start.json").write_text(json.dumps(
+        {"candidates": {"16": candidate, "32": {**candidate, "validity": 0.0, "mean_mpo_valid": None,
+                                                 "mpo_percentiles_50_90_99": None}}, "K": 16, "in_band": True,
+         "tau": 0.8}))
+    (state / "pilots" / "budget.json").write_text(json.dumps(
+        {"B": 2048, "S_max": 200, "steps": 20, "calls": 400, "c0": 20.0, "t0_seconds": 30.0,
+         "B_fits_45_minutes": True, "minutes_per_unit_at_B": 51.2}))
+    v4.write_pilots_markdown(tmp_path)
+    text = (tmp_path / "molecules_v4_pilots.md").read_text()
+    assert "**K = 16** (validity nearest 0.5; inside [0.35, 0.65]); **tau = 0.8**" in text
+    assert "| 32 | 0.000 | 0.900 | - | - |" in text and "**B = 2048** calls (fits 45 minutes" in text
