@@ -17,6 +17,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, str] = {
     "demo": "divrl.demo",
     "doctor": "divrl.doctor",
+    "methods": "divrl.settings_help",
     "fit-law": "divrl.analysis.law",
     "plot": "divrl.analysis.curves",
     "toy": "divrl.toy.cli",

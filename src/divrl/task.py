@@ -164,3 +164,41 @@ def _import_task_module(module_name: str, name: str) -> Any:
         return importlib.import_module(module_name)
     except Exception as error:  # an import error anywhere in the user's module: one line, not its traceback
         raise ValueError(f"task {name!r}: cannot import {module_name!r}: {type(error).__name__}: {error}") from None
+
+
+TASK_ARG_HELP = ("a task setting, as under task_args in a recipe: KEY=VALUE, VALUE read as YAML (repeatable; "
+                 "e.g. --task-arg max_depth=2)")
+
+
+def add_task_arg_option(parser: Any) -> None:
+    """Add `--task-arg KEY=VALUE` (also spelled `--task_arg`, as `divrl train` takes it; repeatable) to an argparse
+    parser: the one way every verb takes a task's settings."""
+    parser.add_argument("--task-arg", "--task_arg", dest="task_arg", action="append", default=[], metavar="KEY=VALUE",
+                        help=TASK_ARG_HELP)
+
+
+def parse_task_args(items: Sequence[str]) -> dict[str, Any]:
+    """`--task-arg` items as a mapping, each VALUE parsed as YAML (a later KEY wins); ValueError naming an item that
+    is not KEY=VALUE."""
+    import yaml
+
+    settings: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--task-arg expects KEY=VALUE, got {item!r}")
+        settings[key.strip()] = yaml.safe_load(value)
+    return settings
+
+
+def merge_task_settings(flags: Mapping[str, Any], items: Sequence[str]) -> dict[str, Any]:
+    """A verb's own task flags (aliases such as `divrl eval recovery --max-depth 2`: task keyword -> value, None when
+    not given) merged with its `--task-arg` items; one setting given both ways with different values is a ValueError
+    naming both."""
+    merged = {key: value for key, value in flags.items() if value is not None}
+    for key, value in parse_task_args(items).items():
+        if key in merged and merged[key] != value:
+            raise ValueError(f"task setting {key!r} is given twice with different values: {merged[key]!r} by its own "
+                             f"option and {value!r} by --task-arg")
+        merged[key] = value
+    return merged

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from divrl.sampling import add_sampling_arguments
-from divrl.task import build_task, completion_text, has_hook, resolve_prompt_style
+from divrl.task import add_task_arg_option, build_task, completion_text, has_hook, parse_task_args, resolve_prompt_style
 
 
 def evaluate_task(task: Any, dataset: Any, sampler: Any, samples: int) -> dict[str, Any]:
@@ -49,10 +49,9 @@ def _run(args: argparse.Namespace) -> int:
     from divrl import sampling, served
     from divrl.cli import require_at_least
     from divrl.tasks.hypospace.cli import output_directory
-    from divrl.train import TaskArguments, task_args_with_overrides
 
     require_at_least(args, samples=1)
-    task = build_task(args.task, **task_args_with_overrides(TaskArguments(task=args.task, task_arg=args.task_arg)))
+    task = build_task(args.task, **parse_task_args(args.task_arg))
     out = output_directory(args.out)
     config = sampling.sampling_config_from_args(args, stop=tuple(getattr(task, "stop_strings", ())))
     sampler = served.sampler_from_args(args.model, config, args)
@@ -79,8 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "task", help="validity and distinct correct answers of a model on any task's held-out prompts",
         description=__doc__.splitlines()[0])
     parser.add_argument("--task", required=True, help="registered name, package.module:Factory or file.py:Factory")
-    parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="a task parameter (VALUE parsed as YAML); repeatable")
+    add_task_arg_option(parser)
     parser.add_argument("--model", required=True, help="hub id, local path, embedded:NAME or LoRA adapter directory")
     parser.add_argument("--split", default="test", help="the task's split (default test)")
     parser.add_argument("--seed", type=int, default=0, help="split and sampling seed")

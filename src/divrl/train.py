@@ -23,7 +23,7 @@ from divrl.recipe_checks import (
     check_task_settings,
     one_line_errors,
 )
-from divrl.task import build_task, read_prompts, resolve_prompt_style, task_names
+from divrl.task import build_task, parse_task_args, read_prompts, resolve_prompt_style, task_names
 
 # A dry run writes here, under the recipe's output_dir, so a real run's `--resume_from_checkpoint true` never
 # finds the tiny model's checkpoints (it looks for checkpoint-* directly in output_dir).
@@ -122,17 +122,9 @@ def merge_repeated_task_args(args: Sequence[str]) -> list[str]:
 
 def task_args_with_overrides(script_args: TaskArguments) -> dict[str, Any]:
     """task_args merged with the KEY=VALUE overrides (values parsed as YAML scalars)."""
-    import yaml
-
     if not isinstance(script_args.task_args, dict):
         raise ValueError(f"task_args must be a mapping of task parameters, got {script_args.task_args!r}")
-    merged = dict(script_args.task_args)
-    for item in script_args.task_arg:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--task_arg expects KEY=VALUE, got {item!r}")
-        merged[key.strip()] = yaml.safe_load(value)
-    return merged
+    return {**script_args.task_args, **parse_task_args(script_args.task_arg)}
 
 
 def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_args: Any) -> Any:
@@ -395,20 +387,82 @@ def train_locked(script_args: TrainScriptArguments, training_args: Any, model_ar
 
 
 def register_recipe_command(subparsers: argparse._SubParsersAction, name: str, run: Callable[[list[str]], int],
-                            help: str, example: str) -> None:
+                            help: str, example: str, **parser_kwargs: Any) -> argparse.ArgumentParser:
     """Add `divrl NAME RECIPE.yaml [--field value ...]`, calling `run(["--config", RECIPE, *overrides])`."""
-    parser = subparsers.add_parser(name, help=help,
+    parser = subparsers.add_parser(name, help=help, **parser_kwargs,
                                    description=f"Any recipe field can be overridden: divrl {name} {example}")
     parser.add_argument("recipe", help="YAML recipe (see recipes/README.md)")
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="--field value pairs overriding the recipe")
     parser.set_defaults(func=lambda args: run(["--config", args.recipe, *args.overrides]))
+    return parser
+
+
+# TRL / transformers fields a recipe most often sets (the rest: `divrl train --help-all`).
+COMMON_TRL_FIELDS = ("model_name_or_path", "output_dir", "max_steps", "learning_rate", "num_generations",
+                     "per_device_train_batch_size", "max_completion_length", "temperature", "beta", "seed",
+                     "logging_steps", "save_steps", "use_peft", "lora_r", "use_cpu", "bf16")
+
+
+def train_help(parser: argparse.ArgumentParser) -> str:
+    """`divrl train --help`: usage, then divrl's task, run and method fields (name, default, one line each),
+    generated from the dataclasses a recipe is parsed into, without importing TRL."""
+    from divrl.settings_help import field_lines, methods_text
+    from divrl.trainers._fields import RunFields
+
+    return "\n".join([
+        parser.format_help().rstrip(), "",
+        "Recipe fields (a YAML key, or --field value on the command line; name, default, what it is):", "",
+        "Task, data and run:", *field_lines(TrainScriptArguments, RunFields), "",
+        "Methods (all off by default; any subset combines):", methods_text(with_papers=False), "",
+        "TRL, transformers and the model (e.g. " + ", ".join(COMMON_TRL_FIELDS) + "): divrl train --help-all lists "
+        f"every field. A dry run (--dry_run true) writes into OUTPUT_DIR/{DRY_RUN_SUBDIR}/. Each method's paper: "
+        "divrl train --list-methods (or divrl methods).",
+    ])
+
+
+def full_help() -> str:
+    """`divrl train --help-all`: TRL's parser help of every field a recipe takes (about 1,700 lines)."""
+    from trl import ModelConfig, TrlParser
+
+    from divrl.trainers.config import DivRLConfig
+
+    return TrlParser((TrainScriptArguments, DivRLConfig, ModelConfig), prog="divrl train RECIPE").format_help()
+
+
+def _list_methods(_: argparse.ArgumentParser) -> str:
+    from divrl.settings_help import list_methods
+
+    return list_methods()
+
+
+# divrl train's help options: (flags, what each prints given the parser, its help line).
+TRAIN_HELP_OPTIONS: tuple[tuple[tuple[str, ...], Callable[[argparse.ArgumentParser], str], str], ...] = (
+    (("-h", "--help"), train_help, "show this help and divrl's fields (task, run, each method's), then exit"),
+    (("--help-all",), lambda _: full_help(),
+     "show every field, TRL's and transformers' included (about 1,700 lines), then exit"),
+    (("--list-methods",), _list_methods, "show each method's fields, what it does and its papers, then exit"),
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add `divrl train RECIPE.yaml [--field value ...]`."""
-    register_recipe_command(subparsers, "train", main,
-                            "Train from a YAML recipe (same as accelerate launch -m divrl.train --config RECIPE).",
-                            "recipes/x.yaml --max_steps 10 --ips true")
+    """Add `divrl train RECIPE.yaml [--field value ...]` with TRAIN_HELP_OPTIONS; a help option after the recipe
+    (where argparse hands it on to the overrides) prints the same."""
+    from divrl.settings_help import PrintAndExit
+
+    parser = register_recipe_command(subparsers, "train", main,
+                                     "Train from a YAML recipe (same as accelerate launch -m divrl.train --config "
+                                     "RECIPE).", "recipes/x.yaml --max_steps 10 --ips true", add_help=False)
+    for flags, text, help in TRAIN_HELP_OPTIONS:
+        parser.add_argument(*flags, action=PrintAndExit, text=text, help=help)
+
+    def run(args: argparse.Namespace) -> int:
+        asked = next((text for flags, text, _ in TRAIN_HELP_OPTIONS if set(flags) & set(args.overrides)), None)
+        if asked is not None:
+            print(asked(parser))
+            return 0
+        return main(["--config", args.recipe, *args.overrides])
+
+    parser.set_defaults(func=run)
 
 
 if __name__ == "__main__":

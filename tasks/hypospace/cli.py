@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from divrl.task import add_task_arg_option, build_task, merge_task_settings
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -52,6 +54,7 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     boolean = parser.add_argument_group("boolean parameters")
     boolean.add_argument("--operators", choices=["basic", "extended", "full"], help="operator set (default extended)")
     boolean.add_argument("--max-depth", type=int, help="maximum expression depth, 1..3 (default 2)")
+    add_task_arg_option(parser)  # any of the above as KEY=VALUE, as under task_args in a recipe
     split = parser.add_argument_group("split")
     split.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
     split.add_argument("--test-fraction", type=float, default=0.5, help="share of instances in the test split")
@@ -59,19 +62,22 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def task_from_args(domain: str, args: argparse.Namespace) -> Any:
-    """Build the task of `domain` from parsed options; ValueError for options of another domain."""
-    from divrl.tasks.hypospace import make_task
+    """Build the task of `domain` from parsed options: the domain's own flags (aliases of its task_args) and
+    `--task-arg KEY=VALUE`; ValueError for an option of another domain or a setting the task does not take."""
+    from divrl.tasks.hypospace import DOMAINS
 
     domain = domain.removeprefix("hypospace-")
-    params = {}
+    if domain not in DOMAINS:
+        raise ValueError(f"unknown HypoSpace domain {domain!r}; choose one of {sorted(DOMAINS)}")
+    flags = {}
     for option, (owner, keyword) in DOMAIN_OPTIONS.items():
         value = getattr(args, option, None)
         if value is None:
             continue
         if owner != domain:
             raise ValueError(f"--{option.replace('_', '-')} applies to the {owner} domain, not {domain}")
-        params[keyword] = value
-    return make_task(domain, **params)
+        flags[keyword] = value
+    return build_task(f"hypospace-{domain}", **merge_task_settings(flags, getattr(args, "task_arg", [])))
 
 
 def split_from_args(task: HypoSpaceTask, args: argparse.Namespace) -> list[Instance]:

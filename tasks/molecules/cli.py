@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from divrl.sampling import add_sampling_arguments
-from divrl.task import resolve_prompt_style
+from divrl.task import add_task_arg_option, build_task, merge_task_settings, resolve_prompt_style
 
 BASE_STOP = "\nSMILES:"  # a new few-shot line (base prompts) means the molecule is finished
 
@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
         nargs="+",
         help="MPO components among validity, qed, sa, hbd (default: the task's, qed sa hbd)",
     )
-    parser.add_argument("--hbd-threshold", type=int, default=3, help="HBD step: reward 1 if donors <= this")
+    parser.add_argument("--hbd-threshold", type=int, help="HBD step: reward 1 if donors <= this (default 3)")
     parser.add_argument(
         "--no-sanity-gate",
         action="store_true",
@@ -54,6 +54,7 @@ def register(subparsers: Any) -> None:
         "charges beyond +/-1, dative bonds, radicals and molecules under 9 heavy atoms 0; see metrics "
         "sanity_rejected)",
     )
+    add_task_arg_option(parser)  # any MoleculeTask setting; the three options above are its aliases
     parser.add_argument(
         "--tau",
         type=float,
@@ -83,21 +84,25 @@ def _output_dir(path: str) -> Path:
     return out
 
 
+def task_from_args(args: argparse.Namespace) -> Any:
+    """The molecule task of `--task-arg KEY=VALUE` and its aliases --components, --hbd-threshold, --no-sanity-gate."""
+    aliases = {"components": args.components, "hbd_threshold": args.hbd_threshold,
+               "sanity": False if args.no_sanity_gate else None}
+    return build_task("molecules", **merge_task_settings(aliases, args.task_arg))
+
+
 def _run(args: argparse.Namespace) -> int:
     from divrl import sampling, served
     from divrl.cli import require_at_least
     from divrl.tasks.molecules.evaluate import evaluate_molecules, prompt_rows
     from divrl.tasks.molecules.metrics import check_budget, check_taus
-    from divrl.tasks.molecules.task import MoleculeTask
 
     # Everything that user input can break is checked before the (slow) model load.
     require_at_least(args, samples=1, prompts=1, shots=0, ob_n=1)
     taus = tuple(args.tau) if args.tau else (0.8, 0.85)
     check_taus(taus)
     check_budget(args.budget)
-    components = {"components": args.components} if args.components else {}
-    gate = {"sanity": False} if args.no_sanity_gate else {}
-    task = MoleculeTask(**components, **gate, hbd_threshold=args.hbd_threshold)
+    task = task_from_args(args)
     config = sampling.sampling_config_from_args(args, stop=(BASE_STOP,))
     out = _output_dir(args.out)
     # The style only formats the drawn examples, so "auto" is checked with base prompts.

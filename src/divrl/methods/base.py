@@ -79,6 +79,11 @@ class Method:
         return cls.card
 
     @classmethod
+    def cards(cls) -> tuple[Card, ...]:
+        """Every entry `card_for` can return (what `divrl methods` lists as the method's papers)."""
+        return () if cls.card is None else (cls.card,)
+
+    @classmethod
     def check_task(cls, args: Any, task: Any) -> None:
         """Raise `FieldProblem` (via `refuse`) when one of this method's settings does not fit `task`; no side
         effects, so a recipe checks it before the model loads."""

@@ -61,6 +61,10 @@ class Covariance(Method):
         return _CARDS[args.cov_method]
 
     @classmethod
+    def cards(cls) -> tuple[Card, ...]:
+        return tuple(_CARDS.values())
+
+    @classmethod
     def validate(cls, args: Any) -> None:
         if args.cov_method is None:
             return

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
+
+CONSOLE_LOGS = ("trl", "compact")
 
 
 def _help(text: str) -> dict[str, str]:
@@ -40,3 +43,22 @@ def check(condition: bool, name: str, problem: str) -> None:
 def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
     """Refuse a value of field `name` outside `choices`, listing them."""
     check(value in choices, name, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+@dataclass
+class RunFields:
+    """divrl's own fields of `DivRLConfig` that belong to no method (light: `divrl train --help` lists them without
+    importing TRL)."""
+
+    # --- Where a completion ends (divrl) ---
+    stop_strings: list[str] | None = field(default=None, metadata=_help(
+        "Strings that end a completion, as EOS does: generation stops at the first one (transformers "
+        "`stop_strings`, vLLM `stop`), the tokens after it are masked out of the loss, and the reward functions "
+        "read the text up to and including it. None = the task's `stop_strings` (HypoSpace: the END line that "
+        "closes each worked example of its base prompts); [] = none. divrl choice. Default None."))
+
+    # --- Console (divrl) ---
+    console_log: str = field(default="trl", metadata=_help(
+        "What the console shows at each logging step: 'trl' = transformers' progress bar and the full metric dict "
+        "(TRL's behaviour); 'compact' = one line (step, validity, distinct valid answers, entropy, seconds), with "
+        "every metric appended to <output_dir>/metrics.jsonl as it is logged. divrl choice. Default 'trl'."))

@@ -8,36 +8,22 @@ Misconfiguration raises `ValueError` naming the field, at construction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from trl import GRPOConfig
 
 from divrl.methods import REGISTRY, Stage, active, config_classes, configurable
-from divrl.trainers._fields import Unset, _help, check, check_choice
-
-CONSOLE_LOGS = ("trl", "compact")
+from divrl.trainers._fields import CONSOLE_LOGS, RunFields, Unset, check, check_choice
 
 
 @dataclass
-class DivRLConfig(*config_classes(), GRPOConfig):
-    """GRPOConfig plus every registered method's fields (`divrl.methods`: IPS, QD, MaxEnt, divergences, ...).
+class DivRLConfig(*config_classes(), RunFields, GRPOConfig):
+    """GRPOConfig plus every registered method's fields (`divrl.methods`: IPS, QD, MaxEnt, divergences, ...) and
+    divrl's own (`RunFields`: stop strings, console).
 
     Each method's fields, with their defaults and source papers, are documented in its file of `divrl.methods`.
     """
-
-    # --- Where a completion ends (divrl) ---
-    stop_strings: list[str] | None = field(default=None, metadata=_help(
-        "Strings that end a completion, as EOS does: generation stops at the first one (transformers "
-        "`stop_strings`, vLLM `stop`), the tokens after it are masked out of the loss, and the reward functions "
-        "read the text up to and including it. None = the task's `stop_strings` (HypoSpace: the END line that "
-        "closes each worked example of its base prompts); [] = none. divrl choice. Default None."))
-
-    # --- Console (divrl) ---
-    console_log: str = field(default="trl", metadata=_help(
-        "What the console shows at each logging step: 'trl' = transformers' progress bar and the full metric dict "
-        "(TRL's behaviour); 'compact' = one line (step, validity, distinct valid answers, entropy, seconds), with "
-        "every metric appended to <output_dir>/metrics.jsonl as it is logged. divrl choice. Default 'trl'."))
 
     def __post_init__(self) -> None:
         self._resolve_unset()
