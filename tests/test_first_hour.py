@@ -94,3 +94,100 @@ def test_molecule_task_args_and_their_flag_aliases_build_the_same_task() -> None
 def test_a_task_arg_without_equals_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["eval", "task", *EVAL_REQUIRED["task"], "--task-arg", "oops"]) == 2
     assert capsys.readouterr().err.strip() == "divrl eval task: error: --task-arg expects KEY=VALUE, got 'oops'"
+
+
+def test_portable_model_name(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from divrl.models import READY_MARKER, portable_model_name, resolve_model_name
+
+    prepared = tmp_path / "anywhere" / "gemma"
+    prepared.mkdir(parents=True)
+    (prepared / "config.json").write_text("{}")
+    (prepared / READY_MARKER).write_text(json.dumps({"name": "gemma-3-270m"}))
+    assert portable_model_name(str(prepared)) == "embedded:gemma-3-270m"
+    snapshot = tmp_path / "hub" / "models--google--gemma-3-4b-it" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    assert portable_model_name(str(snapshot)) == "google/gemma-3-4b-it"
+    plain = tmp_path / "my-model"
+    plain.mkdir()
+    assert portable_model_name(str(plain)) == str(plain)
+    assert portable_model_name("Qwen/Qwen3-4B") == "Qwen/Qwen3-4B"
+    monkeypatch.setenv("DIVRL_CACHE", str(tmp_path / "cache"))  # the name maps back where it is prepared
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    prepared.rename(tmp_path / "cache" / "models" / "gemma-3-270m")
+    assert resolve_model_name("embedded:gemma-3-270m") == str(tmp_path / "cache" / "models" / "gemma-3-270m")
+
+
+def test_every_saved_adapter_has_divrls_card_and_a_portable_base(tiny_qwen3, tmp_path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import shutil
+
+    from trainer_helpers import ToyTask, lora_config, make_config, prompt_dataset
+    from transformers import AutoTokenizer
+
+    from divrl import DivRLTrainer
+    from divrl.methods import papers
+    from divrl.models import READY_MARKER
+    from divrl.sampling import load_for_sampling
+
+    monkeypatch.setenv("DIVRL_CACHE", str(tmp_path / "cache"))  # the tiny model stands in for a prepared one
+    base = tmp_path / "cache" / "models" / "gemma-3-270m"
+    shutil.copytree(tiny_qwen3, base)
+    (base / READY_MARKER).write_text(json.dumps({"name": "gemma-3-270m"}))
+    out = tmp_path / "run"
+    trainer = DivRLTrainer(str(base), args=make_config(out, ips=True, max_steps=2, save_strategy="steps", save_steps=1),
+                           train_dataset=prompt_dataset(), processing_class=AutoTokenizer.from_pretrained(base),
+                           peft_config=lora_config(), task=ToyTask())
+    trainer.card_facts = {"command": "divrl train recipe.yaml --ips true"}
+    trainer.train()
+    trainer.save_model(str(out))
+    for folder in (out / "checkpoint-1", out / "checkpoint-2", out):
+        card = (folder / "README.md").read_text()
+        assert "Model Card for Model ID" not in card and "More Information Needed" not in card
+        assert "| methods | IPS-GRPO |" in card and papers.IPS["title"] in card
+        assert "| base model | `embedded:gemma-3-270m` |" in card
+        assert "`divrl train recipe.yaml --ips true`" in card
+        assert "ToyTask" in card or "toy" in card
+        assert "## Metrics at save (last logged training step, step" in card and "| loss |" in card
+        assert 'resolve_model_name("embedded:gemma-3-270m")' in card  # the plain-PEFT hint
+        assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == \
+            "embedded:gemma-3-270m"
+    assert "step 1 of 2" in (out / "checkpoint-1" / "README.md").read_text()
+    from peft import PeftModel
+
+    model, _ = load_for_sampling(str(out / "checkpoint-1"))  # divrl resolves the portable name
+    assert isinstance(model, PeftModel)
+
+
+def test_pairwise_diversity_of_texts_stays_in_its_range_and_nearer_the_truth() -> None:
+    import random
+    from collections import Counter
+
+    import torch
+
+    from divrl.core import hashed_ngram_embedding, mean_pairwise_cosine_distance
+
+    def true_distance(first: str, second: str) -> float:  # 1 - cos of exact trigram counts: in [0, 1]
+        a, b = (Counter(t[i:i + 3] for i in range(max(len(t) - 2, 1))) for t in (first, second))
+        norm = (sum(v * v for v in a.values()) * sum(v * v for v in b.values())) ** 0.5
+        return 1 - sum(a[k] * b[k] for k in a) / norm
+
+    rng = random.Random(0)
+    above_one = 0
+    for _ in range(300):
+        size = rng.randint(2, 8)
+        texts = ["".join(rng.choice("abcdefgh (x)") for _ in range(rng.randint(3, 40))) for _ in range(size)]
+        embeddings = hashed_ngram_embedding(texts, dim=32)  # few buckets: many collisions
+        clamped = mean_pairwise_cosine_distance(embeddings, counts=True)
+        raw = mean_pairwise_cosine_distance(embeddings)
+        assert 0.0 <= clamped <= 1.0 + 1e-6
+        above_one += raw > 1.0
+        for i in range(size):  # each pair's clamped estimate is at least as near the exact distance as the raw one
+            for j in range(i + 1, size):
+                pair, truth = embeddings[[i, j]], true_distance(texts[i], texts[j])
+                assert abs(mean_pairwise_cosine_distance(pair, counts=True) - truth) <= \
+                    abs(mean_pairwise_cosine_distance(pair) - truth) + 1e-6
+    assert above_one > 0  # without the clamp, hashing noise does take it above 1 (what issue 45 saw)
+    assert mean_pairwise_cosine_distance(torch.tensor([[1.0, 0.0], [-1.0, 0.0]])) == 2.0  # general vectors: [0, 2]

@@ -205,6 +205,24 @@ def resolve_model_name(name_or_path: str) -> str:
     return name_or_path
 
 
+def portable_model_name(name_or_path: str) -> str:
+    """The name a saved adapter records for its base model, one that `resolve_model_name` maps back on any machine:
+    `embedded:NAME` for a prepared embedded checkpoint (wherever it was prepared), `org/name` for a snapshot in the
+    Hugging Face hub cache, else `name_or_path` unchanged (a hub id, or a local checkpoint only its machine has)."""
+    path = Path(name_or_path).expanduser()
+    if is_prepared(path):
+        try:
+            name = json.loads((path / READY_MARKER).read_text()).get("name")
+        except (OSError, ValueError):
+            name = None
+        if name in EMBEDDED_MODELS:
+            return EMBEDDED_PREFIX + name
+    parts = path.parts
+    if path.is_dir() and len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return parts[-3].removeprefix("models--").replace("--", "/")
+    return name_or_path
+
+
 def _resolve_dtype(dtype: str | torch.dtype, cuda: bool) -> torch.dtype:
     import torch
 

@@ -132,7 +132,8 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
     from divrl.trainers.divrl_trainer import DivRLTrainer
 
-    task = build_task(script_args.task, **task_args_with_overrides(script_args))
+    task_args = task_args_with_overrides(script_args)
+    task = build_task(script_args.task, **task_args)
     check_task_settings(task, script_args, training_args, getattr(script_args, "recipe_origin", RecipeOrigin(None)))
     if script_args.recovery_eval and not script_args.task.startswith("hypospace"):
         raise ValueError(f"recovery_eval measures HypoSpace recovery; task {script_args.task!r} has no admissible "
@@ -166,6 +167,8 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     trainer = DivRLTrainer(model=model, reward_funcs=task.reward_funcs(), args=training_args, train_dataset=dataset,
                            eval_dataset=eval_dataset if trl_eval else None, processing_class=tokenizer,
                            peft_config=peft_config, task=task)
+    trainer.card_facts = {"task": f"{script_args.task} {task_args}" if task_args else script_args.task,
+                          "command": getattr(script_args, "command", None)}  # for the model card of every save
     if script_args.recovery_eval:
         trainer.eval_dataset = eval_dataset
         add_recovery_eval(trainer, task, script_args, eval_dataset)
@@ -304,6 +307,16 @@ def recipe_parser(groups: tuple[type, ...], recipe: dict[str, Any], origin: Reci
     return parser
 
 
+def recipe_command(argv: list[str]) -> str:
+    """The command line that trains with `argv` (`divrl train RECIPE ...`, which is `-m divrl.train --config
+    RECIPE ...`), as a model card records it."""
+    import shlex
+
+    if argv[:1] == ["--config"] and len(argv) > 1:
+        return shlex.join(["divrl", "train", *argv[1:]])
+    return shlex.join(["python", "-m", "divrl.train", *argv])
+
+
 def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
     """Parse `--config RECIPE.yaml` plus overrides into (script args, DivRLConfig, ModelConfig).
 
@@ -314,7 +327,8 @@ def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
 
     from divrl.trainers.config import DivRLConfig
 
-    args, config_path, recipe, origin = read_command_line(argv if argv is not None else sys.argv[1:])
+    argv = list(argv if argv is not None else sys.argv[1:])
+    args, config_path, recipe, origin = read_command_line(argv)
     parser = recipe_parser((TrainScriptArguments, DivRLConfig, ModelConfig), recipe, origin)
     dry_run = _asks_for_dry_run(args, recipe)
     if dry_run:
@@ -331,6 +345,7 @@ def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
         raise
     check_recipe_values(script_args, training_args, model_args, origin)
     script_args.recipe_origin = origin  # for the task-dependent checks in build_trainer
+    script_args.command = recipe_command(argv)  # for the model card
     check_report_to(training_args.report_to)
     if dry_run:
         training_args.output_dir = str(Path(training_args.output_dir) / DRY_RUN_SUBDIR)

@@ -12,12 +12,17 @@ from divrl.core._args import checked
 
 
 @checked
-def mean_pairwise_cosine_distance(x: torch.Tensor) -> float:
-    """Mean of 1 - cos(x_i, x_j) over pairs i < j (0 for fewer than two rows).
+def mean_pairwise_cosine_distance(x: torch.Tensor, counts: bool = False) -> float:
+    """Mean of 1 - cos(x_i, x_j) over pairs i < j (0 for fewer than two rows): in [0, 2], 2 for opposite rows.
 
     A zero row has no direction, so cos is undefined for it. Convention: two zero rows are identical
     (distance 0: a batch of empty texts, all embedded as 0, has no diversity); a zero row and a non-zero
     row are unrelated (cos 0, distance 1).
+
+    counts=True: the rows estimate vectors of non-negative counts (`hashed_ngram_embedding`: signed hashing of
+    character n-gram counts), whose true cosine lies in [0, 1]. A negative cosine is then hashing noise (two texts
+    without a shared n-gram collide in buckets of opposite sign) and is clamped to 0, which never moves an estimate
+    away from the true value: the distance lies in [0, 1], 1 for texts that share no n-gram (`diversity/pairwise`).
     """
     if x.dim() != 2:
         raise ValueError(f"expected a (batch, dim) tensor, got shape {tuple(x.shape)}")
@@ -28,6 +33,8 @@ def mean_pairwise_cosine_distance(x: torch.Tensor) -> float:
     similarity = unit @ unit.T
     zero = (x == 0).all(dim=1)
     similarity = torch.where(zero[:, None] & zero[None, :], 1.0, similarity)
+    if counts:
+        similarity = similarity.clamp(0.0, 1.0)
     off_diagonal_sum = similarity.sum() - similarity.diagonal().sum()
     return float(1.0 - off_diagonal_sum / (n * (n - 1)))
 

@@ -84,7 +84,7 @@ from divrl.trainers.config import DivRLConfig
 from divrl.trainers.console_log import use_compact_console
 from divrl.trainers.fsdp import save_gathered_weights, saves_no_weights
 from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
-from divrl.trainers.model_card import model_card_identity
+from divrl.trainers.model_card import model_card_identity, write_model_card
 from divrl.trainers.population import Population
 from divrl.trainers.rehearsal import pad_prompt_completion
 from divrl.trainers.task_stop import TaskStopCallback
@@ -358,7 +358,8 @@ class DivRLTrainer(GRPOTrainer):
 
     def _log_collapse_signals(self, inputs: list[dict], completions: list, rewards_per_func: torch.Tensor) -> None:
         """Log every step, for every method (the GRPO baseline too), on unshaped rewards: `diversity/pairwise`
-        (mean in-group pairwise cosine distance of n-gram embeddings), `diversity/vendi_ngram` (the Vendi score of
+        (mean in-group pairwise cosine distance of n-gram count embeddings, in [0, 1]: 1 = no shared trigram),
+        `diversity/vendi_ngram` (the Vendi score of
         those embeddings per group: the effective number of distinct completions), `reward/max` (the batch's best task
         reward), `divrl/task_reward` (its mean), `divrl/primary_reward` (mean of the first reward function:
         validity for HypoSpace) and, when the task has an `outcome_key`, `diversity/distinct_valid` (distinct
@@ -372,7 +373,8 @@ class DivRLTrainer(GRPOTrainer):
         embeddings = [hashed_ngram_embedding(group) for group in groups]
         task_reward = self._weighted_task_reward(rewards_per_func)
         metrics = self._metrics["train"]
-        metrics["diversity/pairwise"].append(sum(map(mean_pairwise_cosine_distance, embeddings)) / len(groups))
+        metrics["diversity/pairwise"].append(
+            sum(mean_pairwise_cosine_distance(e, counts=True) for e in embeddings) / len(groups))
         metrics["diversity/vendi_ngram"].append(sum(map(vendi_score_of_embeddings, embeddings)) / len(groups))
         if torch.isnan(task_reward).all():
             return
@@ -660,10 +662,13 @@ class DivRLTrainer(GRPOTrainer):
                 "task": task_states}
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """Trainer's save, plus the gathered weights under FSDP with sharded state dicts (`divrl.trainers.fsdp`)."""
+        """Trainer's save, plus the gathered weights under FSDP with sharded state dicts (`divrl.trainers.fsdp`), then
+        divrl's model card and the base model's portable name in every saved folder, checkpoints included."""
         super().save_model(output_dir, _internal_call)
         if saves_no_weights(self):
             save_gathered_weights(self, output_dir or self.args.output_dir)
+        if self.args.should_save:
+            write_model_card(self, output_dir or self.args.output_dir)
 
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
         # divrl's state goes in BEFORE transformers writes trainer_state.json and rotates older checkpoints away, so

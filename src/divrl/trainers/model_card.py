@@ -4,13 +4,40 @@ TRL builds the card from three trainer attributes (`_name`, `_paper`, `_tag_name
 name GRPO and cite DeepSeekMath. `DivRLTrainer` sets them per instance from its config with `model_card_identity`,
 which reads each enabled method's `Card` from the registry (`divrl.methods`).
 Without any method the run IS GRPO and keeps GRPOTrainer's values (plus the `divrl` tag).
+
+TRL writes its card into output_dir only, and PEFT's `save_pretrained` writes its blank template ("Model Card for
+Model ID") into every adapter folder. `write_model_card` replaces that, after every save (the final model, each
+checkpoint, the demo's adapters), with divrl's card: methods, papers, task, base model, the command and the metrics
+at save. It also records the base model in adapter_config.json by its portable name (`embedded:gemma-3-270m`, a hub
+id), which divrl's loaders resolve on any machine, instead of the absolute path it was loaded from.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import shlex
+import sys
+from pathlib import Path
 from typing import Any
 
-from divrl.methods import Stage, active
+from divrl.methods import Card, Stage, active
+
+CARD_FILE = "README.md"
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def method_cards(args: Any) -> tuple[dict[str, Card], bool]:
+    """The enabled methods' cards by name (one per card: MaxEnt-GRPO's three parts are one method), and whether
+    every method that has one replaces GRPO's objective (FlowRL)."""
+    cards, replaces_grpo = {}, True
+    for method in active(args):
+        card = method.card_for(args)
+        if card is not None:
+            cards.setdefault(card.name, card)
+            replaces_grpo = replaces_grpo and method.stage is Stage.OBJECTIVE
+    return cards, replaces_grpo
 
 
 def model_card_identity(args: Any, grpo_tags: list[str], grpo_name: str, grpo_paper: dict[str, Any]
@@ -19,12 +46,7 @@ def model_card_identity(args: Any, grpo_tags: list[str], grpo_name: str, grpo_pa
     paper they come from (its title and arXiv id only when exactly one paper is involved, else none, so the card
     never credits one paper with a combination) and every distinct citation; GRPOTrainer's own values when no
     method is on. A run whose methods all replace GRPO's objective (FlowRL) is not tagged `grpo`."""
-    cards, replaces_grpo = {}, True
-    for method in active(args):
-        card = method.card_for(args)
-        if card is not None:
-            cards.setdefault(card.name, card)  # one entry per card: MaxEnt-GRPO's three parts are one method
-            replaces_grpo = replaces_grpo and method.stage is Stage.OBJECTIVE
+    cards, replaces_grpo = method_cards(args)
     if not cards:
         return [*grpo_tags, "divrl"], grpo_name, grpo_paper
     tags = ["trl", "divrl", *(card.tag for card in cards.values())]
@@ -35,3 +57,98 @@ def model_card_identity(args: Any, grpo_tags: list[str], grpo_name: str, grpo_pa
     if len(papers) == 1 and papers[0]["id"] is not None:
         paper.update(title=papers[0]["title"], id=papers[0]["id"])
     return tags, " + ".join(cards), paper
+
+
+def script_command() -> str:
+    """The command line of this process, as a card records it when nothing more precise was given."""
+    return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+def metrics_at_save(log_history: list[dict[str, Any]]) -> list[tuple[str, dict[str, float]]]:
+    """The last logged training entry and the last evaluation entry (held-out recovery, TRL's eval loop), each as
+    (heading, its numbers): what the card shows as the metrics at save."""
+    found = []
+    for heading, is_kind in (("last logged training step", lambda key: key == "loss"),
+                             ("last evaluation", lambda key: key.startswith(("eval_", "divrl/eval/")))):
+        entry = next((e for e in reversed(log_history) if any(map(is_kind, e))), None)
+        if entry is not None:
+            numbers = {k: float(v) for k, v in entry.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
+            found.append((f"{heading}, step {entry.get('step', '?')}", numbers))
+    return found
+
+
+def load_hint(base: str) -> str:
+    """One line telling a plain PEFT user how to load an adapter on its base model `base`."""
+    from divrl.models import EMBEDDED_PREFIX
+
+    load_base = f'divrl.models.resolve_model_name("{base}")' if base.startswith(EMBEDDED_PREFIX) else f'"{base}"'
+    note = f" (`{base}` is a divrl name: divrl prepares that model once and returns its path)" if base.startswith(
+        EMBEDDED_PREFIX) else ""
+    return (f"With plain PEFT: `PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained({load_base}), "
+            f'"path/to/this/folder")`{note}.')
+
+
+def model_card(trainer: Any, folder: str, base: str | None) -> str:
+    """divrl's card for what `trainer` saved in `folder`: methods, papers, task, base model, the command that made
+    it, the metrics at save, how to load it, and the citations."""
+    from huggingface_hub import ModelCardData
+
+    from divrl.models import EMBEDDED_PREFIX
+
+    cards, _ = method_cards(trainer.args)
+    papers = list({id(c.paper): c.paper for c in cards.values()}.values())
+    facts = getattr(trainer, "card_facts", {})
+    task = trainer.task
+    task_text = facts.get("task") or (
+        None if task is None else f"{getattr(task, 'name', type(task).__name__)} {getattr(task, 'params', '')}".strip())
+    adapter = (Path(folder) / ADAPTER_CONFIG).is_file()
+    hub_base = base is not None and not base.startswith(EMBEDDED_PREFIX) and not Path(base).expanduser().exists()
+    header = ModelCardData(base_model=base if hub_base else None, library_name="peft" if adapter else "transformers",
+                           tags=sorted(set(trainer._tag_names)), model_name=Path(folder).name).to_yaml()
+    rows = [("methods", trainer._name),
+            ("papers", "; ".join(p["title"] + (f" (arXiv:{p['id']})" if p["id"] else "") for p in papers)
+             or "DeepSeekMath (GRPO)"),
+            ("task", task_text or "-"), ("base model", f"`{base}`" if base else "-"),
+            ("command", f"`{facts.get('command') or script_command()}`"),
+            ("saved at", f"step {trainer.state.global_step} of {trainer.state.max_steps}")]
+    lines = ["---", header, "---", "", f"# {Path(folder).name}: {trainer._name}", "",
+             f"A {'LoRA adapter' if adapter else 'model'} trained with divrl's `DivRLTrainer` (TRL's `GRPOTrainer` "
+             "with diversity-preserving methods).", "", "| | |", "|---|---|",
+             *(f"| {key} | {value} |" for key, value in rows), ""]
+    for heading, numbers in metrics_at_save(trainer.state.log_history):
+        lines += [f"## Metrics at save ({heading})", "", "| metric | value |", "|---|---|",
+                  *(f"| {key} | {_number(value)} |" for key, value in sorted(numbers.items())), ""]
+    if adapter and base:
+        lines += ["## Loading", "", "divrl resolves the base model: `divrl eval task --model path/to/this/folder "
+                  '...`, or `divrl.sampling.load_for_sampling("path/to/this/folder")` in Python.', "",
+                  load_hint(base), ""]
+    citations = [p["citation"] for p in papers] or [trainer._paper.get("citation", "")]
+    lines += ["## Citations", "", "```bibtex", "\n\n".join(c for c in citations if c), "```", ""]
+    return "\n".join(lines)
+
+
+def write_model_card(trainer: Any, folder: str) -> None:
+    """After a save into `folder` by the saving process: the base model recorded by its portable name in
+    adapter_config.json (atomically), and divrl's card in README.md in place of PEFT's template or TRL's card."""
+    from divrl.models import portable_model_name
+
+    peft_config = getattr(trainer.model, "peft_config", None)
+    if isinstance(peft_config, dict) and peft_config:
+        base = next(iter(peft_config.values())).base_model_name_or_path
+    else:
+        base = getattr(getattr(trainer.model, "config", None), "_name_or_path", None)
+    base = portable_model_name(base) if base else None
+    config_file = Path(folder) / ADAPTER_CONFIG
+    if base and config_file.is_file():
+        config = json.loads(config_file.read_text())
+        if config.get("base_model_name_or_path") != base:
+            config["base_model_name_or_path"] = base
+            partial = config_file.with_name(config_file.name + ".partial")
+            partial.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+            os.replace(partial, config_file)
+    (Path(folder) / CARD_FILE).write_text(model_card(trainer, folder, base))
