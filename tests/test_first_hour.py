@@ -191,3 +191,42 @@ def test_pairwise_diversity_of_texts_stays_in_its_range_and_nearer_the_truth() -
                     abs(mean_pairwise_cosine_distance(pair) - truth) + 1e-6
     assert above_one > 0  # without the clamp, hashing noise does take it above 1 (what issue 45 saw)
     assert mean_pairwise_cosine_distance(torch.tensor([[1.0, 0.0], [-1.0, 0.0]])) == 2.0  # general vectors: [0, 2]
+
+
+def test_output_that_is_not_a_terminal_has_no_progress_bar_redraws(tiny_qwen3, tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+        env.pop(name, None)
+    bare = subprocess.run([sys.executable, "-c", "from tqdm import tqdm; list(tqdm(range(3)))"], env=env,
+                          capture_output=True, check=True)  # bytes: text mode would turn \r into \n
+    assert b"\r" in bare.stderr  # what a log file got before: tqdm redraws with carriage returns
+    command = ["eval", "task", "--task", "countdown", "--task-arg", "instances=4", "--model", str(tiny_qwen3),
+               "--samples", "2", "--max-new-tokens", "4", "--limit", "1", "--out", str(tmp_path / "eval")]
+    run = subprocess.run([sys.executable, "-c", f"import sys; from divrl.cli import main; sys.exit(main({command!r}))"],
+                         env=env, capture_output=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert b"\r" not in run.stdout + run.stderr
+    assert b"FutureWarning" not in run.stderr  # the loader's PEFT / transformers deprecations are filtered
+
+
+def test_trainer_construction_and_training_show_no_upstream_deprecations(tiny_qwen3, tmp_path) -> None:
+    import warnings
+
+    from trainer_helpers import ToyTask, lora_config, make_config, prompt_dataset
+    from transformers import AutoTokenizer
+
+    from divrl import DivRLTrainer
+    from divrl.quiet import UPSTREAM_DEPRECATIONS
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = DivRLTrainer(str(tiny_qwen3), args=make_config(tmp_path, max_steps=1), train_dataset=prompt_dataset(),
+                               processing_class=AutoTokenizer.from_pretrained(tiny_qwen3), peft_config=lora_config(),
+                               task=ToyTask())
+        trainer.train()
+    shown = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    assert not [m for m in shown if any(m.startswith(d) for d in UPSTREAM_DEPRECATIONS)], shown

@@ -38,6 +38,11 @@ def _banner(step: int, total: int, text: str, start: float) -> None:
     print(f"\n[{step}/{total}] {text}  (elapsed {time.time() - start:.0f} s)", flush=True)
 
 
+def sub_step(text: str) -> None:
+    """Print a step of a phase (the model preparation's `[1/4] ...`) indented and labelled as a sub-step."""
+    print(f"    sub-step {text}", flush=True)
+
+
 def training_signals(run_dir: Path) -> dict[str, list[float]]:
     """Per-step values of each of SIGNALS in one run's log (missing signals are empty)."""
     from divrl.analysis.runs import load_log_history, metric_series
@@ -218,7 +223,7 @@ def run_demo(args: argparse.Namespace) -> int:
         timings["toy"] = time.time() - start
     t0 = time.time()
     _banner(next(phase), total, f"preparing {args.model}", start)
-    resolve_model_name(args.model)
+    resolve_model_name(args.model, progress=sub_step)  # the first preparation's [1/4]..[4/4], inside this phase
     release_freed_memory()  # the conversion's copies (first use), before training
     timings["prepare"] = time.time() - t0
     for method in args.methods:

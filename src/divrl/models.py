@@ -186,15 +186,16 @@ def _looks_like_local_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
 
 
-def resolve_model_name(name_or_path: str) -> str:
-    """Map a model name to what `from_pretrained` takes: `embedded:X` -> its (prepared) checkpoint path.
+def resolve_model_name(name_or_path: str, progress: Callable[[str], None] = _stderr) -> str:
+    """Map a model name to what `from_pretrained` takes: `embedded:X` -> its (prepared) checkpoint path, preparing
+    it on first use with `progress` reporting each step.
 
     Local paths must exist (ValueError otherwise); other names pass through as hub ids.
     """
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise ValueError(f"model name must be a non-empty string, got {name_or_path!r}")
     if name_or_path.startswith(EMBEDDED_PREFIX):
-        return str(prepare_embedded_model(name_or_path[len(EMBEDDED_PREFIX) :]))
+        return str(prepare_embedded_model(name_or_path[len(EMBEDDED_PREFIX) :], progress=progress))
     path = Path(name_or_path).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():

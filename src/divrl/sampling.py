@@ -156,7 +156,10 @@ def load_for_sampling(
         from transformers import AutoTokenizer
 
         model, tokenizer = load_model_and_tokenizer(adapter["base_model_name_or_path"], quantize=quantize, dtype=dtype)
-        model = PeftModel.from_pretrained(model, str(path))
+        from divrl.quiet import upstream_deprecations_silenced
+
+        with upstream_deprecations_silenced():
+            model = PeftModel.from_pretrained(model, str(path))
         if (path / "tokenizer_config.json").is_file():
             tokenizer = AutoTokenizer.from_pretrained(path)
             if tokenizer.pad_token is None:
@@ -225,7 +228,8 @@ class TransformersSampler:
 
             from divrl.backends.stop_strings import StopStringCriterion
         groups = _generation_groups(len(prompts), 1 if greedy else n, config.batch_size)
-        for indices, count in tqdm(groups, desc="sampling", disable=not config.progress, leave=False):
+        bar = None if config.progress else True  # None: tqdm shows no bar where stderr is not a terminal (a log file)
+        for indices, count in tqdm(groups, desc="sampling", disable=bar, leave=False):
             batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in indices]}, return_tensors="pt")
             batch = {k: v.to(self.model.device) for k, v in batch.items()}
             with torch.no_grad():

@@ -146,7 +146,7 @@ def sample_instances(
     pending = [(chunk, wanted) for chunk, wanted in chunks if any(i.id not in done for i in chunk)]
     sampled: dict[str, list[str]] = {}
     with tqdm(total=len(instances), initial=len(instances) - sum(len(chunk) for chunk, _ in pending),
-              desc="instances", unit="inst", disable=not progress) as bar:
+              desc="instances", unit="inst", disable=None if progress else True) as bar:  # None: no bar in a log
         for chunk, wanted in pending:
             if seed is not None and hasattr(sampler, "reseed"):
                 sampler.reseed(chunk_seed(seed, chunk[0].id))

@@ -60,5 +60,6 @@ class RunFields:
     # --- Console (divrl) ---
     console_log: str = field(default="trl", metadata=_help(
         "What the console shows at each logging step: 'trl' = transformers' progress bar and the full metric dict "
-        "(TRL's behaviour); 'compact' = one line (step, validity, distinct valid answers, entropy, seconds), with "
+        "(TRL's behaviour); 'compact' = one line (step, validity, distinct valid answers per group (the mean over "
+        "groups), entropy, seconds) at each logged step and at the first and last, with "
         "every metric appended to <output_dir>/metrics.jsonl as it is logged. divrl choice. Default 'trl'."))

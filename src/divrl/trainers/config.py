@@ -14,6 +14,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from divrl.methods import REGISTRY, Stage, active, config_classes, configurable
+from divrl.quiet import upstream_deprecations_silenced
 from divrl.trainers._fields import CONSOLE_LOGS, RunFields, Unset, check, check_choice
 
 
@@ -27,7 +28,8 @@ class DivRLConfig(*config_classes(), RunFields, GRPOConfig):
 
     def __post_init__(self) -> None:
         self._resolve_unset()
-        super().__post_init__()
+        with upstream_deprecations_silenced():  # GRPOConfig's default sets TrainingArguments' deprecated field
+            super().__post_init__()
         self.validate()
 
     def _resolve_unset(self) -> None:

@@ -2,8 +2,10 @@
 
 TRL prints the whole metric dict (dozens of keys) at every logging step, which buries what a reader wants to
 follow. In compact mode transformers' printing callbacks are replaced by this one: it prints step, validity
-(the unshaped primary reward), distinct valid answers per group, entropy and the seconds since the last line, and
-appends each log entry, complete, to `<output_dir>/metrics.jsonl` as it arrives (so a killed run keeps its logs).
+(the unshaped primary reward), distinct valid answers per group (the mean over the step's groups), entropy and the
+seconds since the last line, and appends each log entry, complete, to `<output_dir>/metrics.jsonl` as it arrives (so
+a killed run keeps its logs). The first and the last step are always logged, and every step of a run no longer than
+`logging_steps`, so a short run is never silent until its summary line.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 # Console column -> the log key it shows (the first key a log entry has).
 COLUMNS: dict[str, tuple[str, ...]] = {
     "validity": ("divrl/primary_reward", "reward"),
-    "distinct valid": ("diversity/distinct_valid",),
+    "distinct valid/group": ("diversity/distinct_valid",),  # a mean over the step's groups
     "entropy": ("entropy",),
 }
 METRICS_FILE = "metrics.jsonl"
@@ -48,6 +50,14 @@ class CompactConsoleCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._last = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Log the first and the last step, and every step when the run is no longer than `logging_steps`."""
+        if getattr(args.logging_strategy, "value", args.logging_strategy) == "no":
+            return
+        short = state.max_steps <= (state.logging_steps or args.logging_steps)
+        if short or state.global_step in (1, state.max_steps):
+            control.should_log = True
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not logs or not state.is_world_process_zero:

@@ -65,6 +65,7 @@ from divrl.methods import (
     method_states,
 )
 from divrl.methods.qd import GLOBAL_ARCHIVE  # noqa: F401 (re-exported: the key of the one global archive)
+from divrl.quiet import upstream_deprecations_silenced
 from divrl.task import completion_text, prompt_key
 from divrl.trainers.checkpoint import (
     LEGACY_STATE_FILES,
@@ -171,7 +172,8 @@ class DivRLTrainer(GRPOTrainer):
         self.shared_methods: dict[str, Method] = {m.name: m(args, self.hooks) for m in active(args) if m.shared}
         self._model_patches: list[Undo] = []  # what divrl installed into the model, undone when `train` returns
         self._manifest = BackgroundManifest()  # the newest checkpoint's manifest, hashed while training goes on
-        super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
+        with upstream_deprecations_silenced():  # PEFT's wrapping asks transformers' deprecated names
+            super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
         self.cpu_kernels = CPUKernels(self.accelerator, args, self.temperature, self._keeps_sampled_logps())
         self.stop_backend = StopStrings(self.stop_strings, self._tokenizer, args.use_vllm)
         self._patch_model()
@@ -713,7 +715,8 @@ class DivRLTrainer(GRPOTrainer):
         resume_from_checkpoint = self.resume_target(resume_from_checkpoint)
         self._patch_model()
         try:
-            result = super().train(resume_from_checkpoint, *args, **kwargs)
+            with upstream_deprecations_silenced():  # TRL's generation toggles gradient checkpointing by old names
+                result = super().train(resume_from_checkpoint, *args, **kwargs)
         finally:
             self._unpatch_model()
         self._manifest.wait()  # the last checkpoint's manifest is on disk when training returns

@@ -1,0 +1,42 @@
+"""A quiet console: no progress-bar redraws in log files, and no upstream deprecation notices divrl cannot act on.
+
+tqdm redraws a bar with carriage returns; in a log file (stderr not a terminal) every redraw becomes part of one long
+`\\r` line. transformers 5 deprecates names that TRL and PEFT still use (`is_gradient_checkpointing`,
+`gradient_checkpointing_enable`, TrainingArguments' `gradient_checkpointing`), and each use prints a FutureWarning a
+divrl user can do nothing about; they are filtered only around the divrl calls that trigger them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# FutureWarnings transformers raises when TRL or PEFT use its deprecated gradient-checkpointing names.
+UPSTREAM_DEPRECATIONS = ("`is_gradient_checkpointing` is deprecated", "`gradient_checkpointing` is deprecated",
+                         "`gradient_checkpointing_enable` is deprecated", "`gradient_checkpointing_disable` is "
+                         "deprecated")
+# Environment switches that turn progress bars off; tqdm reads TQDM_* when it is first imported.
+NO_PROGRESS_BARS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+
+
+def quiet_progress_bars() -> bool:
+    """Turn tqdm's bars off for this process and its children when stderr is not a terminal (a setting the user made
+    wins); True when it did. Call before tqdm is imported (the `divrl` entry points do, first thing)."""
+    if sys.stderr.isatty():
+        return False
+    for name, value in NO_PROGRESS_BARS.items():
+        os.environ.setdefault(name, value)
+    return True
+
+
+@contextmanager
+def upstream_deprecations_silenced() -> Iterator[None]:
+    """Within the block, the FutureWarnings of UPSTREAM_DEPRECATIONS are not shown (every other warning is)."""
+    with warnings.catch_warnings():
+        for message in UPSTREAM_DEPRECATIONS:
+            warnings.filterwarnings("ignore", message=re.escape(message), category=FutureWarning)
+        yield
