@@ -26,12 +26,15 @@ def _build(monkeypatch: pytest.MonkeyPatch, recipe: Path, *overrides: str) -> tu
     loaded: dict[str, Any] = {}
     built: dict[str, Any] = {}
 
-    def load(name: str, **kwargs: Any) -> tuple[object, SimpleNamespace]:
+    def load(name: str, **kwargs: Any) -> tuple[SimpleNamespace, SimpleNamespace]:
         loaded.update(kwargs, name=name)
-        return object(), SimpleNamespace(chat_template=None)
+        # a model without a stated context length: the context check (tested in test_run_hazards.py) has none to use
+        model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=None))
+        return model, SimpleNamespace(chat_template=None)
 
     monkeypatch.setattr(divrl.models, "load_model_and_tokenizer", load)
-    monkeypatch.setattr(divrl.trainers.divrl_trainer, "DivRLTrainer", lambda **kwargs: built.update(kwargs))
+    monkeypatch.setattr(divrl.trainers.divrl_trainer, "DivRLTrainer",
+                        lambda **kwargs: built.update(kwargs) or SimpleNamespace())  # a trainer build_trainer can label
     build_trainer(*parse_recipe(["--config", str(recipe), "--recovery_eval", "false", *overrides]))
     return loaded, built
 
