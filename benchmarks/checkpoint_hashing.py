@@ -88,7 +88,7 @@ def main() -> None:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     lines = [
-        "# Checkpoint hashing (issue 44)", "",
+        "## Checkpoint hashing (issue 44, `benchmarks/checkpoint_hashing.py`)", "",
         f"{args.model} with a LoRA adapter ({result['lora']}, {result['trainable_parameters']:,} trainable "
         f"parameters); a checkpoint of {sizes[0] / 2**20:.1f} MiB; median of {args.repeats} rounds on "
         f"{result['cpu']} ({args.threads} torch thread), {result['date']}.", "",

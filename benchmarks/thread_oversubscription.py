@@ -78,7 +78,7 @@ def main() -> None:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     lines = [
-        "# Torch threads beside other load (issue 45)", "",
+        "## Torch threads beside other load (issue 45, `benchmarks/thread_oversubscription.py`)", "",
         f"{result['workload']}; median of {args.rounds} interleaved rounds on {result['cpu']} ({os.cpu_count()} "
         f"cores; torch's default here: {default_threads} threads), {result['date']}. 1-minute load average "
         f"{load_before[0]:.1f} before, {load_after[0]:.1f} after (other jobs on the machine kept running).", "",

@@ -57,6 +57,14 @@ def _unit_interval(value: float, bounds: tuple[float, float]) -> float:
     return min(1.0, max(0.0, (value - low) / (high - low)))
 
 
+def _only_train(split: str) -> None:
+    """Refuse any split but 'train': prompts differ only in their few-shot examples, so there is no test split."""
+    if split != "train":
+        raise ValueError(
+            f"the molecule task has only a 'train' split (prompts differ only in their examples), got {split!r}"
+        )
+
+
 def _diversity_filter(spec: DiversityFilter | Mapping[str, Any] | None) -> DiversityFilter | None:
     """The task's diversity filter from a filter, a dict of `DiversityFilter` keyword arguments, or None."""
     if spec is None or isinstance(spec, DiversityFilter):
@@ -162,10 +170,7 @@ class MoleculeTask:
         """`limit` (default 64) few-shot prompts for GRPO; generation is unconditional, so there is no test split."""
         from divrl.tasks.molecules.data import build_dataset
 
-        if split != "train":
-            raise ValueError(
-                f"the molecule task has only a 'train' split (prompts differ only in their examples), got {split!r}"
-            )
+        _only_train(split)
         return build_dataset(limit or 64, style=style, n_shots=n_exemplars, seed=seed)
 
     def sft_dataset(
@@ -188,8 +193,7 @@ class MoleculeTask:
 
         from divrl.tasks.molecules.data import build_rows, sft_targets
 
-        if split != "train":
-            raise ValueError(f"the molecule task has only a 'train' split, got {split!r}")
+        _only_train(split)
         targets = sft_targets()
         random.Random(f"{sample_seed}-sft").shuffle(targets)
         targets = targets[:limit] if limit else targets
