@@ -15,7 +15,7 @@ from trainer_helpers import PROMPTS, ToyTask, base_settings, lora_config, prompt
 def test_every_method_declares_fields_switch_card_and_preset_consistently() -> None:
     from divrl import DivRLConfig
     from divrl.methods import REGISTRY, Stage
-    from divrl.trainers._fields import Unset
+    from divrl.methods._fields import Unset
 
     config_fields = {f.name: f for f in dataclasses.fields(DivRLConfig)}
     state_keys = [m.state_key for m in REGISTRY.values() if m.state_key is not None]
@@ -180,6 +180,29 @@ def test_no_import_circle_in_divrl() -> None:
         if module not in state:
             visit(module, [module])
 
+
+
+def test_no_module_of_methods_imports_trainers() -> None:
+    """Issue 46's layering: core, then methods, then trainers. A method module importing `divrl.trainers` (at the
+    top or inside a function, absolutely or relatively) would be an arrow running back up."""
+    import ast
+
+    methods = Path(__file__).resolve().parents[1] / "src" / "divrl" / "methods"
+    offenders = []
+    for path in sorted(methods.rglob("*.py")):
+        package = ["divrl", *path.relative_to(methods.parent).parent.parts]  # the package a relative import starts in
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            if any(name == "divrl.trainers" or name.startswith("divrl.trainers.") for name in names):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, f"modules of divrl.methods import divrl.trainers: {offenders}"
 
 def _field_uses(tree: Any, name: str) -> bool:
     """Whether code reads or sets a field `name`: `x.name`, `name=...` in a call, or getattr / setattr / hasattr

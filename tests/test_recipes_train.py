@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from divrl.methods.hooks import resolve_task_hooks
 from divrl.task import build_task, task_names
 from divrl.train import TrainScriptArguments, parse_recipe, task_args_with_overrides
-from divrl.trainers.hooks import resolve_task_hooks
 
 RECIPES = Path(__file__).parent.parent / "recipes"
 spec = importlib.util.spec_from_file_location("recipe_generator", RECIPES / "generate.py")

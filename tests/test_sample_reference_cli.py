@@ -10,7 +10,7 @@ import pytest
 
 def test_cli_writes_a_rehearsal_set(tiny_qwen3: Path, tmp_path: Path) -> None:
     from divrl.cli import main
-    from divrl.trainers.rehearsal import META_FILE, RehearsalSet
+    from divrl.methods.rehearsal import META_FILE, RehearsalSet
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "solve 2 + 3"}\n\n{"prompt": [{"role": "user", "content": "hi"}]}\n')
@@ -62,7 +62,8 @@ def test_dph_rl_split_keeps_solved_prompts_for_rehearsal_and_the_rest_for_explor
                                                                                     tmp_path: Path) -> None:
     from datasets import load_from_disk
 
-    from divrl.trainers.rehearsal import EXPLORATION_FILE, RehearsalSet
+    from divrl.methods.rehearsal import RehearsalSet
+    from divrl.trainers.rehearsal import EXPLORATION_FILE
 
     out = _sample(tiny_qwen3, tmp_path / "split", lambda index, text: float(index == 0), split=True)
     rows = load_from_disk(str(out))

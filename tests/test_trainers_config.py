@@ -90,7 +90,7 @@ def test_missing_task_hook_names_the_field(overrides: dict[str, Any], task: Any,
 
 
 def test_ips_without_outcome_hook_warns_and_uses_text(tiny_qwen3: Path, tmp_path: Path, caplog) -> None:
-    from divrl.trainers.hooks import normalized_text_key, resolve_task_hooks
+    from divrl.methods.hooks import normalized_text_key, resolve_task_hooks
 
     with caplog.at_level(logging.WARNING):
         hooks = resolve_task_hooks(make_config(tmp_path, ips=True), _NoHooks())
@@ -216,7 +216,7 @@ class _BadHooks:
 
 
 def test_unusable_hook_output_names_the_hook(tmp_path: Path) -> None:
-    from divrl.trainers.hooks import resolve_task_hooks
+    from divrl.methods.hooks import resolve_task_hooks
 
     hooks = resolve_task_hooks(make_config(tmp_path, ips=True, qd=True, novelty_coef=0.1, novelty_embedding="task"),
                                _BadHooks())

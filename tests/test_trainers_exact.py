@@ -428,7 +428,7 @@ def test_policy_sample_divergence_matches_direct_computation(kind: str, tiny_qwe
 
 def test_rehearsal_divergence_on_reference_samples(tiny_qwen3: Path, tmp_path: Path) -> None:
     from divrl import DivRLTrainer, sample_reference
-    from divrl.trainers.rehearsal import RehearsalSet
+    from divrl.methods.rehearsal import RehearsalSet
 
     tokenizer = _tokenizer(tiny_qwen3)
     from transformers import AutoModelForCausalLM
@@ -463,7 +463,7 @@ def test_rehearsal_set_at_another_temperature_is_refused(tiny_qwen3: Path, tmp_p
     from transformers import AutoModelForCausalLM
 
     from divrl import sample_reference
-    from divrl.trainers.rehearsal import RehearsalSet
+    from divrl.methods.rehearsal import RehearsalSet
 
     path = sample_reference(AutoModelForCausalLM.from_pretrained(tiny_qwen3), _tokenizer(tiny_qwen3), ["hi"],
                             tmp_path / "r", num_samples=1, max_new_tokens=3, temperature=0.7)

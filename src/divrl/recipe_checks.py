@@ -226,7 +226,7 @@ def check_task_settings(task: Any, script_args: Any, training_args: Any, origin:
     method's settings against the task (e.g. the QD grid against its behaviour dimensions), and the split,
     instance_limit and n_exemplars against its dataset."""
     from divrl.methods import active  # the methods import torch: the recipe's other checks run without it
-    from divrl.trainers.hooks import FieldProblem
+    from divrl.methods.hooks import FieldProblem
 
     for method in active(training_args):
         try:

@@ -7,8 +7,10 @@ README "Add a method" walks through one.
 """
 
 import importlib
+from dataclasses import dataclass, fields
 from typing import Any
 
+from divrl.methods._fields import Unset
 from divrl.methods.base import (
     REGISTRY,
     AdvantageStep,
@@ -42,10 +44,6 @@ def config_classes() -> tuple[type, ...]:
 def method_args(**values: Any) -> Any:
     """Every registered method's fields at their defaults, `values` set: the `args` a backend other than
     DivRLTrainer (the toy backend) gives the method objects. Unknown names raise a TypeError naming them."""
-    from dataclasses import dataclass, fields
-
-    from divrl.trainers._fields import Unset
-
     args_class = dataclass(type("MethodArgs", config_classes(), {}))
     args = args_class(**values)
     for spec in fields(args):

@@ -11,8 +11,8 @@ from typing import Any
 from divrl.core import OutcomeCounts
 from divrl.core.counts import COUNT_SCOPES
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help, check, check_choice
 from divrl.methods.base import Card, Method, RewardStep, Stage, register
-from divrl.trainers._fields import Unset, _help, check, check_choice
 
 
 @dataclass

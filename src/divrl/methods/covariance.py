@@ -12,9 +12,9 @@ import torch
 
 from divrl.core import clip_cov_selection, kl_cov_selection, ppo_clipped, token_covariance
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help, check, check_choice
 from divrl.methods.base import Card, LossStep, Method, Stage, register
-from divrl.trainers._fields import Unset, _help, check, check_choice
-from divrl.trainers.metrics import log_global_means
+from divrl.methods.metrics import log_global_means
 
 COVARIANCE_METHODS = ("clip_cov", "kl_cov")
 _CARDS = {"clip_cov": Card("Clip-Cov", "clip-cov", papers.ENTROPY_MECHANISM),

@@ -13,9 +13,10 @@ import torch
 from divrl.core import per_token_divergence, policy_sample_divergence_loss
 from divrl.core.divergence import DIVERGENCES, truncated_importance_weights
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help, check, check_choice
 from divrl.methods.base import Card, LossStep, Method, Stage, register
-from divrl.trainers._fields import Unset, _help, check, check_choice
-from divrl.trainers.metrics import log_global_means
+from divrl.methods.metrics import log_global_means
+from divrl.methods.rehearsal import RehearsalSet
 
 DIVERGENCE_ESTIMATORS = ("policy", "rehearsal")
 
@@ -74,8 +75,6 @@ class Divergence(Method):
         self.rehearsal = None
         self.cursor = 0
         if args.divergence_estimator == "rehearsal":
-            from divrl.trainers.rehearsal import RehearsalSet
-
             self.rehearsal = RehearsalSet(args.divergence_rehearsal_path, args.temperature)
 
     @classmethod

@@ -41,9 +41,9 @@ from transformers import TrainerCallback
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, TrajectoryBalanceTerms, trajectory_balance_terms
 from divrl.core.masked import masked_mean
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help
 from divrl.methods.base import Card, LossStep, Method, Stage, register
-from divrl.trainers._fields import Unset, _help
-from divrl.trainers.metrics import log_global_means
+from divrl.methods.metrics import log_global_means
 
 # FlowRL's reference code: ProjZModule(hidden_size, num_layers=3, dropout=0.1), width = the model's hidden size.
 FLOWRL_LOG_Z_LAYERS = 3

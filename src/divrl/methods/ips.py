@@ -11,8 +11,8 @@ import torch
 
 from divrl.core import ips_scale
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help, check
 from divrl.methods.base import Card, Method, RewardStep, Stage, register
-from divrl.trainers._fields import Unset, _help, check
 
 
 @dataclass

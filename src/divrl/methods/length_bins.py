@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from divrl.core import length_conditional_advantages
+from divrl.methods._fields import Unset, _help, check
 from divrl.methods.base import AdvantageStep, Method, Stage, register
 from divrl.methods.novelty import MAXENT_CARD
-from divrl.trainers._fields import Unset, _help, check
 
 
 @dataclass

@@ -26,9 +26,9 @@ import torch
 
 from divrl.core._groups import check_state_keys
 from divrl.core.entropy import AdaptiveEntropyCoefficient, EntropyTargetMeasurement, far_below
+from divrl.methods._fields import Unset, _help, check
 from divrl.methods.base import LossStep, Method, Stage, register
 from divrl.methods.novelty import MAXENT_CARD
-from divrl.trainers._fields import Unset, _help, check
 
 logger = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import torch
 
 from divrl.core import NoveltyMemory
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help, check, check_choice
 from divrl.methods.base import Card, Method, RewardStep, Stage, register
+from divrl.methods.hooks import checked_embed, refuse
 from divrl.task import has_hook
-from divrl.trainers._fields import Unset, _help, check, check_choice
-from divrl.trainers.hooks import checked_embed, refuse
 
 NOVELTY_EMBEDDINGS = ("ngram", "hidden", "task")
 MAXENT_CARD = Card("MaxEnt-GRPO", "maxent-grpo", papers.EXECUTION_REWARDS)  # entropy, novelty, length bins

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from divrl.core import LeaderClusters
+from divrl.methods._fields import _help, check, check_choice
 from divrl.methods.base import Method, RewardStep, Stage, counts_outcomes, register
+from divrl.methods.hooks import checked_embed, checked_outcome_key, normalized_text_key, refuse
 from divrl.task import has_hook
-from divrl.trainers._fields import _help, check, check_choice
-from divrl.trainers.hooks import checked_embed, checked_outcome_key, normalized_text_key, refuse
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ import torch
 
 from divrl.core import passk_advantages
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help, check
 from divrl.methods.base import AdvantageStep, Card, Method, Stage, register
-from divrl.trainers._fields import Unset, _help, check
 
 
 @dataclass

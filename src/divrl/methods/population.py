@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help
 from divrl.methods.base import Card, Method, Stage, register
-from divrl.trainers._fields import Unset, _help
 
 
 @dataclass

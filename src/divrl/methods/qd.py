@@ -11,10 +11,10 @@ from typing import Any
 from divrl.core import GridArchive, archive_bonus
 from divrl.core.archive import AddStatus
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help, check, check_choice
 from divrl.methods.base import Card, Method, RewardStep, Stage, register
+from divrl.methods.hooks import checked_behavior, refuse
 from divrl.task import has_hook
-from divrl.trainers._fields import Unset, _help, check, check_choice
-from divrl.trainers.hooks import checked_behavior, refuse
 
 ARCHIVE_SCOPES = ("global", "prompt")
 GLOBAL_ARCHIVE = ""  # the key of the one archive of qd_archive='global'

@@ -9,8 +9,8 @@ from typing import Any
 
 from divrl.core import unlikeliness_factors
 from divrl.methods import papers
+from divrl.methods._fields import Unset, _help, check
 from divrl.methods.base import Card, Method, RewardStep, Stage, register
-from divrl.trainers._fields import Unset, _help, check
 
 
 @dataclass

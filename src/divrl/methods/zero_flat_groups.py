@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from divrl.core import flat_rows
+from divrl.methods._fields import _help
 from divrl.methods.base import AdvantageStep, Method, Stage, register
-from divrl.trainers._fields import _help
 
 
 @dataclass

@@ -56,13 +56,13 @@ from divrl.core import (
 )
 from divrl.core.ips import distinct_outcomes_per_group
 from divrl.methods import AdvantageStep, RewardStep, Stage, active, method_args
+from divrl.methods.hooks import TaskHooks
 from divrl.methods.maxent_entropy import parse_entropy_target
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
 from divrl.toy.methods import COVARIANCE_OF, DIVERGENCE_OF, Method
 from divrl.toy.options import TRAIN_OPTIONS
 from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
 from divrl.toy.trl_entropy import TRLAdaptiveEntropy
-from divrl.trainers.hooks import TaskHooks
 
 # Recorded for every method; token_entropy / entropy_alpha show what maxent's entropy controller sees and does.
 CONTROLLER_METRICS = ("token_entropy", "entropy_alpha")

@@ -14,8 +14,9 @@ from typing import Any
 from trl import GRPOConfig
 
 from divrl.methods import REGISTRY, Stage, active, config_classes, configurable
+from divrl.methods._fields import Unset, check, check_choice
 from divrl.quiet import upstream_deprecations_silenced
-from divrl.trainers._fields import CONSOLE_LOGS, RunFields, Unset, check, check_choice
+from divrl.trainers._fields import CONSOLE_LOGS, RunFields
 
 
 @dataclass

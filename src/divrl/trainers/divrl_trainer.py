@@ -64,7 +64,9 @@ from divrl.methods import (
     load_method_states,
     method_states,
 )
+from divrl.methods.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.methods.qd import GLOBAL_ARCHIVE  # noqa: F401 (re-exported: the key of the one global archive)
+from divrl.methods.rehearsal import pad_prompt_completion
 from divrl.quiet import upstream_deprecations_silenced
 from divrl.task import completion_text, prompt_key
 from divrl.trainers.checkpoint import (
@@ -84,10 +86,8 @@ from divrl.trainers.checkpoint import (
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.console_log import use_compact_console
 from divrl.trainers.fsdp import save_gathered_weights, saves_no_weights
-from divrl.trainers.hooks import TaskHooks, hook_columns, resolve_task_hooks
 from divrl.trainers.model_card import model_card_identity, write_model_card
 from divrl.trainers.population import Population
-from divrl.trainers.rehearsal import pad_prompt_completion
 from divrl.trainers.task_stop import TaskStopCallback
 
 logger = logging.getLogger(__name__)

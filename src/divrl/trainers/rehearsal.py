@@ -1,9 +1,10 @@
-"""Rehearsal sets for the divergence estimator on reference samples (DPH-RL, the DPH-RL paper).
+"""Sampling rehearsal sets for the divergence estimator on reference samples (DPH-RL, the DPH-RL paper).
 
 `sample_reference` draws completions from the reference (initial) policy once and stores them with the
-reference's per-token log-probs; during training the divergence is then estimated on these samples with
-only the policy's log-probs (no reference model, no extra generation). Log-probs come from TRL's fused
-LM head at the sampling temperature, the same kernel and temperature the trainer uses for the policy.
+reference's per-token log-probs; during training the divergence is then estimated on these samples (read back by
+`divrl.methods.rehearsal.RehearsalSet`) with only the policy's log-probs (no reference model, no extra generation).
+Log-probs come from TRL's fused LM head at the sampling temperature, the same kernel and temperature the trainer
+uses for the policy.
 
 As published, DPH-RL scores the reference samples and splits the prompts: those the initial policy solves in
 all k samples form the rehearsal set (the divergence keeps what the model already knows, on its correct
@@ -21,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from divrl.methods.rehearsal import META_FILE, pad_prompt_completion
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-META_FILE = "divrl_rehearsal.json"
 EXPLORATION_FILE = "exploration.jsonl"  # prompts not solved in every reference sample (DPH-RL's exploration set)
-COLUMNS = ("prompt_ids", "completion_ids", "ref_logps")
 
 
 def tokenize_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[dict[str, Any]]) -> list[int]:
@@ -39,24 +40,6 @@ def tokenize_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[dict[
         )
         return list(out["input_ids"][0])
     raise ValueError(f"a prompt must be a string or a list of chat messages, got {type(prompt).__name__}")
-
-
-def pad_prompt_completion(
-    prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], pad_token_id: int
-) -> dict[str, torch.Tensor]:
-    """Left-pad prompts and right-pad completions like TRL; returns input_ids, attention_mask, completion_mask."""
-    from trl.trainer.utils import pad
-
-    prompts = [torch.tensor(ids, dtype=torch.long) for ids in prompt_ids]
-    completions = [torch.tensor(ids, dtype=torch.long) for ids in completion_ids]
-    prompt_mask = pad([torch.ones_like(p) for p in prompts], padding_value=0, padding_side="left")
-    completion_mask = pad([torch.ones_like(c) for c in completions], padding_value=0, padding_side="right")
-    input_ids = torch.cat(
-        [pad(prompts, padding_value=pad_token_id, padding_side="left"),
-         pad(completions, padding_value=pad_token_id, padding_side="right")], dim=1
-    )
-    return {"input_ids": input_ids, "attention_mask": torch.cat([prompt_mask, completion_mask], dim=1),
-            "completion_mask": completion_mask}
 
 
 @torch.no_grad()
@@ -195,45 +178,3 @@ def _kept_rows(rows: dict[str, list], num_prompts: int, num_samples: int, correc
 
 def _as_list(value: Any) -> list:
     return [] if value is None else list(value) if isinstance(value, list | tuple) else [value]
-
-
-class RehearsalSet:
-    """A saved rehearsal set, read back for training; `batch` serves padded rows with their log-probs."""
-
-    def __init__(self, path: str | Path, temperature: float) -> None:
-        from datasets import load_from_disk
-
-        path = Path(path)
-        meta_path = path / META_FILE
-        if not meta_path.is_file():
-            raise ValueError(
-                f"DivRLConfig.divergence_rehearsal_path: {str(path)!r} is not a rehearsal set (no {META_FILE}); "
-                "create one with `divrl sample-reference`"
-            )
-        self.meta = json.loads(meta_path.read_text())
-        if not math.isclose(float(self.meta["temperature"]), float(temperature)):
-            raise ValueError(
-                f"DivRLConfig.divergence_rehearsal_path: the set was sampled at temperature "
-                f"{self.meta['temperature']} but training uses temperature {temperature}; its log-probs would not "
-                "match the policy's. Sample it again at the training temperature."
-            )
-        data = load_from_disk(str(path))
-        missing = [c for c in COLUMNS if c not in data.column_names]
-        if missing or len(data) == 0:
-            raise ValueError(f"DivRLConfig.divergence_rehearsal_path: {str(path)!r} lacks rows or columns {missing}")
-        self._rows = {c: data[c] for c in COLUMNS}
-
-    def __len__(self) -> int:
-        return len(self._rows["prompt_ids"])
-
-    def batch(self, indices: Sequence[int], pad_token_id: int) -> dict[str, torch.Tensor]:
-        """Padded input_ids / attention_mask / completion_mask and right-padded ref_logps for `indices`."""
-        rows = [i % len(self) for i in indices]
-        batch = pad_prompt_completion([self._rows["prompt_ids"][i] for i in rows],
-                                      [self._rows["completion_ids"][i] for i in rows], pad_token_id)
-        ref = torch.zeros(batch["completion_mask"].shape)
-        for r, i in enumerate(rows):
-            values = self._rows["ref_logps"][i]
-            ref[r, : len(values)] = torch.tensor(values)
-        batch["ref_logps"] = ref
-        return batch

@@ -6,15 +6,13 @@ before any model is loaded, with a message naming the config field.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from divrl.methods.base import active
 from divrl.task import has_hook
-
-logger = logging.getLogger(__name__)
 
 # Row columns never forwarded to hooks: they would clash with the positional completion argument.
 _EXCLUDED_COLUMNS = ("completion", "completion_ids")
@@ -111,8 +109,6 @@ def checked_embed(hook: Callable[..., Any]) -> Callable[..., Sequence[float] | N
 def resolve_task_hooks(args: Any, task: Any | None) -> TaskHooks:
     """Collect the hooks the enabled methods need from `task` (each method checks its own and raises a ValueError
     naming its field when the task lacks one), plus the task's own outcome key for the collapse metrics."""
-    from divrl.methods import active
-
     needed: dict[str, Any] = {}
     for method in active(args):
         needed.update(method.resolve_hooks(args, task))
