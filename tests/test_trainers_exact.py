@@ -598,7 +598,7 @@ def test_unlikeliness_ranks_by_the_cpu_samplers_log_probs_without_an_extra_forwa
             return _inner(*args, **kwargs)
 
         def captured(_inner=sequence_logps, _trainer=trainer, _generated=generated) -> torch.Tensor:
-            _generated.append(_trainer._generated)
+            _generated.append(_trainer._scratch.generated)
             return _inner()
 
         trainer._get_per_token_logps_and_entropies, trainer._sequence_logps = counted, captured

@@ -27,13 +27,15 @@ kernels and stop strings are patches of the model (`divrl.backends`) installed a
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
 import math
 import os
 import pickle
-from dataclasses import MISSING, fields
+from collections.abc import Iterator
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -98,6 +100,37 @@ _FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attentio
                  "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
 
 
+@dataclass
+class StepScratch:
+    """What one TRL hook of a step hands to a later hook of the same step, in one object that lives only as long.
+
+    A step here is one of the two hooks whose inner calls hand things on, and `DivRLTrainer._scratch` holds the
+    object only while that hook runs (created at its start, dropped at its end, so nothing outlives it):
+    - a generation batch (`_generate_and_score_completions`, training or evaluation): `_generate` keeps the sampled
+      sequences for `_sequence_logps` (unlikeliness), `_calculate_rewards` keeps the global batch's rewards and
+      completion lengths for the ADVANTAGE methods;
+    - one micro-batch's loss (`_compute_loss`, once per micro-batch with gradient accumulation and per iteration
+      with num_iterations > 1): while TRL's loss runs (`loss_inputs` set) its forward and its entropy mask are
+      captured for the LOSS and OBJECTIVE methods.
+    TRL never runs one inside the other; a population switches members before a generation and scores them after
+    an optimizer step, outside both, so each member's batch is handed on within its own step.
+    """
+
+    # generation batch
+    generated: tuple[list, list, list | None] | None = None  # prompt ids, completion ids, sampler log-probs
+    rewards_per_func: torch.Tensor | None = None  # the global batch's reward columns, after shaping
+    lengths: torch.Tensor | None = None  # the global batch's completion lengths (ADVANTAGE methods that need them)
+    # one micro-batch's loss
+    loss_inputs: dict[str, Any] | None = None  # the micro-batch TRL's loss is computing; None: nothing captured
+    loss_forward: tuple | None = None  # TRL's loss forward: per-token log-probs, entropies, aux loss
+    entropy_mask: torch.Tensor | None = None  # the tokens TRL's loss and entropy bonus act on
+
+    @property
+    def capturing(self) -> bool:
+        """Whether TRL's loss is running, so that its forward and entropy mask are captured."""
+        return self.loss_inputs is not None
+
+
 class DiversityState:
     """The enabled methods of one policy (`divrl.methods`), with what they learn during training: QD archives,
     novelty memory, entropy coefficient, outcome counts, semantic outcome classes.
@@ -138,9 +171,9 @@ class DivRLTrainer(GRPOTrainer):
 
     # Config fields a preset subclass switches on (applied to the fields the user did not set).
     preset: ClassVar[dict[str, Any]] = {}
-    # Read by TRL hooks that tests and subclasses call on objects `__init__` did not build (object.__new__, a Mock
-    # with spec): outside `_compute_loss` no loss forward is being captured.
-    _capturing_loss_forward: bool = False
+    # The running step's hand-offs (see StepScratch); None between steps, and on objects `__init__` did not build
+    # (object.__new__, a Mock with spec), on which TRL's tests and subclasses call the hooks.
+    _scratch: StepScratch | None = None
     stop_strings: tuple[str, ...] = ()
     population: Population | None = None
     objective: Method | None = None
@@ -195,13 +228,6 @@ class DivRLTrainer(GRPOTrainer):
             method.configure_trainer(self)
         self.objective = next((m for m in self.diversity_state.methods.values() if m.stage is Stage.OBJECTIVE), None)
         self.population = Population(self) if args.population else None
-        self._capturing_loss_forward = False
-        self._loss_inputs: dict[str, Any] | None = None  # the micro-batch TRL's loss is computing (Clip-Cov)
-        self._loss_forward: tuple | None = None
-        self._loss_entropy_mask: torch.Tensor | None = None
-        self._global_rewards_per_func: torch.Tensor | None = None
-        self._global_lengths: torch.Tensor | None = None
-        self._generated: tuple[list, list, list | None] | None = None  # this step's sequences (unlikeliness)
 
     # ----------------------------------------------------------------------------------------- setup
     def _prepare_args(self, model: Any, args: DivRLConfig | None) -> DivRLConfig:
@@ -294,6 +320,16 @@ class DivRLTrainer(GRPOTrainer):
             disable_dropout_in_model(reference)
         return self.accelerator.prepare_model(reference, evaluation_mode=True)
 
+    @contextlib.contextmanager
+    def _step_scratch(self) -> Iterator[StepScratch]:
+        """A fresh `StepScratch` for the step this hook runs, dropped when it ends (whatever was there before is
+        put back: None between steps)."""
+        outer, self._scratch = self._scratch, StepScratch()
+        try:
+            yield self._scratch
+        finally:
+            self._scratch = outer
+
     # ------------------------------------------------------------------------- model patches, generation
     def _causal_lm(self, model: Any) -> Any:
         """The transformers causal LM inside the accelerate and PEFT wrappers of `model`."""
@@ -337,9 +373,12 @@ class DivRLTrainer(GRPOTrainer):
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # noqa: D102 (TRL hook)
         rewards_per_func = self.task_rewards(inputs, prompts, completions, completion_ids_list)
+        scratch = self._scratch
         if self._needs_lengths:
             local = torch.tensor([len(ids) for ids in completion_ids_list], device=rewards_per_func.device)
-            self._global_lengths = gather(local)
+            lengths = gather(local)
+            if scratch is not None:
+                scratch.lengths = lengths
         if self.model.training:
             self._log_collapse_signals(inputs, completions, rewards_per_func)
         if self.model.training and self.diversity_state.stage(Stage.REWARD):
@@ -347,7 +386,8 @@ class DivRLTrainer(GRPOTrainer):
                                                    completion_ids_list)
         if self.model.training:
             self._log_groups_without_signal(rewards_per_func)
-        self._global_rewards_per_func = rewards_per_func
+        if scratch is not None:
+            scratch.rewards_per_func = rewards_per_func
         return rewards_per_func
 
     def _log_groups_without_signal(self, rewards_per_func: torch.Tensor) -> None:
@@ -441,11 +481,12 @@ class DivRLTrainer(GRPOTrainer):
         if sampled_logps is not None:
             sampled_logps.clear()
         result = super()._generate(prompts)
-        if self._keeps_sampled_logps() and self.model.training:
+        scratch = self._scratch  # None when the population scores its members: nothing reads their sequences
+        if self._keeps_sampled_logps() and self.model.training and scratch is not None:
             prompt_ids, completion_ids, tool_mask, _, sampling_logps, *_ = result
             if sampling_logps is None and tool_mask is None and sampled_logps is not None and len(sampled_logps) == 1:
                 sampling_logps = _leading_logps(sampled_logps[0], completion_ids)
-            self._generated = (prompt_ids, completion_ids, sampling_logps)
+            scratch.generated = (prompt_ids, completion_ids, sampling_logps)
         if sampled_logps is not None:
             sampled_logps.clear()
         return result
@@ -455,8 +496,9 @@ class DivRLTrainer(GRPOTrainer):
         """Mean per-token log-prob of each sequence of the global batch under the sampling policy (the unlikeliness
         rank): the sampler's log-probs when it returned them (vLLM's, or `cpu_sample`'s in one plain sampling call),
         else one no-grad forward of this step's sequences."""
-        prompt_ids, completion_ids, sampling_logps = self._generated
-        self._generated = None
+        scratch = self._scratch
+        prompt_ids, completion_ids, sampling_logps = scratch.generated
+        scratch.generated = None
         device = self.accelerator.device
         if sampling_logps is not None:
             local = torch.tensor([torch.tensor([math.nan if x is None else x for x in row]).nanmean().nan_to_num(0.0)
@@ -508,27 +550,31 @@ class DivRLTrainer(GRPOTrainer):
         population = self.population if self.model.training else None
         if population is not None:
             population.before_generation()  # the scheduled member generates its own batch
-        output = super()._generate_and_score_completions(inputs)
-        if population is not None:
-            population.after_generation()
-        methods = [m for m in self.diversity_state.stage(Stage.ADVANTAGE) if self.model.training or not m.train_only]
-        if methods:
-            self._run_advantage_methods(methods, output)
+        with self._step_scratch() as scratch:
+            output = super()._generate_and_score_completions(inputs)
+            if population is not None:
+                population.after_generation()
+            methods = [m for m in self.diversity_state.stage(Stage.ADVANTAGE)
+                       if self.model.training or not m.train_only]
+            if methods:
+                self._run_advantage_methods(methods, output, scratch.rewards_per_func, scratch.lengths)
         if self._needs_reference_logps() and "ref_per_token_logps" not in output:
             output["ref_per_token_logps"] = self._reference_logps(output)
         return output
 
-    def _run_advantage_methods(self, methods: list[Method], output: dict[str, Any]) -> None:
-        """Run the ADVANTAGE methods on the global batch: a replacement's advantages (unscorable rows 0, as in TRL)
-        and zeroed rows go to this process's slice and to the logged advantages."""
+    def _run_advantage_methods(self, methods: list[Method], output: dict[str, Any], rewards_per_func: torch.Tensor,
+                               lengths: torch.Tensor | None) -> None:
+        """Run the ADVANTAGE methods on the global batch (its reward columns after shaping, its completion lengths
+        where a method needs them): a replacement's advantages (unscorable rows 0, as in TRL) and zeroed rows go to
+        this process's slice and to the logged advantages."""
         group = self.num_generations if self.model.training else self.num_generations_eval
-        summed = self._summed_rewards(self._global_rewards_per_func)
-        unscorable = torch.isnan(self._global_rewards_per_func).all(dim=1)
+        summed = self._summed_rewards(rewards_per_func)
+        unscorable = torch.isnan(rewards_per_func).all(dim=1)
         # Unscorable rows take their group's mean (no pull on the bin statistics) and get advantage 0, as in TRL.
         rewards = summed.masked_fill(unscorable, math.nan)
         group_mean = torch.nanmean(rewards.view(-1, group), dim=1).nan_to_num(0.0).repeat_interleave(group)
         step = AdvantageStep(summed=summed, filled=torch.where(unscorable, group_mean, rewards), unscorable=unscorable,
-                             lengths=self._global_lengths, group=group, scale_rewards=self.args.scale_rewards)
+                             lengths=lengths, group=group, scale_rewards=self.args.scale_rewards)
         for method in methods:
             advantages = method.advantages(step)
             if advantages is not None:
@@ -590,17 +636,19 @@ class DivRLTrainer(GRPOTrainer):
             result = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                                 batch_size, compute_entropy, compute_aux_loss,
                                                                 **multimodal_inputs)
-        if self._capturing_loss_forward:
+        scratch = self._scratch
+        if scratch is not None and scratch.capturing:
             if self.model.training:
                 for method in self.diversity_state.stage(Stage.LOSS):
-                    result = (method.edit_loss_logps(self, self._loss_inputs, result[0]), *result[1:])
-            self._loss_forward = result
+                    result = (method.edit_loss_logps(self, scratch.loss_inputs, result[0]), *result[1:])
+            scratch.loss_forward = result
         return result
 
     def get_high_entropy_mask(self, entropies, mask, threshold):  # noqa: D102 (TRL hook)
         result = super().get_high_entropy_mask(entropies, mask, threshold)
-        if self._capturing_loss_forward:
-            self._loss_entropy_mask = result  # the tokens TRL's loss and entropy bonus act on
+        scratch = self._scratch
+        if scratch is not None and scratch.capturing:
+            scratch.entropy_mask = result  # the tokens TRL's loss and entropy bonus act on
         return result
 
     def _compute_loss(self, model, inputs):  # noqa: D102 (TRL hook)
@@ -608,24 +656,20 @@ class DivRLTrainer(GRPOTrainer):
         for method in methods:
             method.before_loss(self)
         mode = "train" if self.model.training else "eval"
-        self._capturing_loss_forward = True
-        self._loss_inputs = inputs
-        self._loss_entropy_mask = None
-        try:  # an OBJECTIVE method replaces GRPO's surrogate: TRL's loss then runs on zeroed advantages
+        with self._step_scratch() as scratch:  # TRL's loss forward and entropy mask are captured in it
+            scratch.loss_inputs = inputs
+            # an OBJECTIVE method replaces GRPO's surrogate: TRL's loss then runs on zeroed advantages
             loss = super()._compute_loss(model, inputs if self.objective is None
                                          else self.objective.surrogate_inputs(inputs, mode == "train"))
-        finally:
-            self._capturing_loss_forward = False
-            self._loss_inputs = None
-        per_token_logps, entropies, _ = self._loss_forward
-        self._loss_forward = None
+            per_token_logps, entropies, _ = scratch.loss_forward
+            entropy_mask = scratch.entropy_mask
+        # the methods' terms below run after it is dropped: their own forwards are not TRL's loss forward
         mask = inputs["completion_mask"]
         if "tool_mask" in inputs:
             mask = mask * inputs["tool_mask"]
         step = LossStep(trainer=self, model=model, inputs=inputs, per_token_logps=per_token_logps,
-                        entropies=entropies, mask=mask, entropy_mask=self._loss_entropy_mask,
+                        entropies=entropies, mask=mask, entropy_mask=entropy_mask,
                         accumulation=self.current_gradient_accumulation_steps if mode == "train" else 1.0, mode=mode)
-        self._loss_entropy_mask = None
         if self.objective is not None:
             loss = loss + self.objective.objective_term(step)
         for method in methods:
