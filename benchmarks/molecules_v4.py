@@ -235,7 +235,7 @@ def write_pilots_markdown(results: Path) -> None:
                   f"the dev prompts ({DEV_SAMPLES} samples, temperature 1, <= {MAX_NEW_TOKENS} tokens):", "",
                   "| SFT steps K | validity (sanity-gated) | uniqueness | mean MPO of valid | MPO p50 / p90 / p99 | "
                   f"fraction > {TAU} | #Circles > {TAU} |", "|---|---|---|---|---|---|---|"]
-        for k, c in warm["candidates"].items():
+        for k, c in sorted(warm["candidates"].items(), key=lambda item: int(item[0])):
             pct = "-" if c["mpo_percentiles_50_90_99"] is None else \
                 " / ".join(f"{v:.3f}" for v in c["mpo_percentiles_50_90_99"])
             mean = "-" if c["mean_mpo_valid"] is None else f"{c['mean_mpo_valid']:.3f}"
