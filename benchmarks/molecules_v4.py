@@ -210,8 +210,7 @@ def pilot_budget(work: Path) -> dict[str, Any]:
     start = warm_start(work, 0, warm)
     out = work / "pilot-budget"
     timings = work / "pilot-budget-steps.json"
-    train_rl(start, out, "grpo", 0, ["--max_steps", str(BUDGET_PILOT_STEPS), "--save_strategy", "no"],
-             step_times=timings)
+    train_rl(start, out, "grpo", 0, ["--max_steps", str(BUDGET_PILOT_STEPS)], step_times=timings)
     calls = len(final_history(out))
     seconds = read_json(timings)
     c0, t0 = calls / BUDGET_PILOT_STEPS, statistics.median(seconds)
