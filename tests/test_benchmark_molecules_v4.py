@@ -4,6 +4,7 @@ budget cut, Yield and Oracle Burden, the pairing by seed, the target verdict and
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -105,6 +106,12 @@ def test_units_run_end_to_end_on_a_tiny_model(tiny_qwen3: Path, tmp_path: Path,
     with scripted_generation(tokenizer, lambda prompt, row: " " + MOLECULES[row % len(MOLECULES)] + "\nSMILES:"):
         for arm in ("sample", "grpo+df", "fkl"):
             v4.run_unit(tmp_path / "work", arm, 0, config)
+        (state / "pilots").mkdir(parents=True)
+        (state / "pilots" / "warm_start.json").write_text(json.dumps({"K": 16, "tau": 0.5}))
+        monkeypatch.setattr(v4, "BUDGET_PILOT_STEPS", 2)
+        budget = v4.pilot_budget(tmp_path / "work")
+    assert budget["steps"] == 2 and budget["calls"] >= 1 and budget["c0"] == budget["calls"] / 2
+    assert budget["B"] in v4.BUDGETS and budget["S_max"] == math.ceil(2 * budget["B"] / budget["c0"])
     for arm in ("sample", "grpo+df", "fkl"):
         metrics = json.loads((state / "units" / f"{arm}-seed0" / "metrics.json").read_text())
         assert metrics["calls"] == 6 and not metrics["stopped_short"], arm  # the budget was reached and cut at B
