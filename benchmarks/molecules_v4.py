@@ -300,14 +300,16 @@ def final_history(out: Path) -> list[tuple[str, float]]:
     return [(s, float(v)) for s, v in state["task"][0]["scorer"]["history"]]
 
 
-def run_sample_arm(start: Path, seed: int, budget: int) -> tuple[list[tuple[str, float]], dict[str, Any]]:
-    """Arm 1: sample the warm start over the RL prompts, 4 prompts x 8 at a time, until B calls or 2 B samples."""
+def run_sample_arm(start: Path, seed: int, budget: int, max_chunks: int) -> tuple[list[tuple[str, float]],
+                                                                                   dict[str, Any]]:
+    """Arm 1: sample the warm start over the RL prompts, 4 prompts x 8 at a time (an RL step's samples), until B calls
+    or `max_chunks` chunks: the RL arms' cap of S_max steps, so every arm draws at most the same samples."""
     from divrl.tasks.molecules import MoleculeTask
 
     task, rows = MoleculeTask(), prompt_rows("rl")
     sampler = sampler_for(start, seed)
     drawn, chunk = 0, 0
-    while task.scorer.oracle_calls < budget and drawn < 2 * budget:
+    while task.scorer.oracle_calls < budget and chunk < max_chunks:
         first = (chunk * PROMPTS_PER_STEP) % len(rows)
         task.scorer.score(sample_molecules(sampler, rows[first:first + PROMPTS_PER_STEP], GROUP))
         drawn, chunk = drawn + PROMPTS_PER_STEP * GROUP, chunk + 1
@@ -350,7 +352,7 @@ def run_unit(work: Path, arm: str, seed: int, config: dict[str, Any]) -> None:
     began = time.time()
     log(f"unit {arm} seed {seed}: B={budget}, tau={tau}")
     if arm == "sample":
-        history, extra = run_sample_arm(start, seed, budget)
+        history, extra = run_sample_arm(start, seed, budget, config["S_max"])
         final_model: Path = start
     else:
         out = work / "runs" / f"{arm}-seed{seed}"
