@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Shared by the evidence campaigns (v3_campaign.sh, v4_campaign.sh): a git worktree at the campaign's fixed commit,
-# recorded in its decisions.md as a line 'Campaign commit: `SHA`', with the campaign's own virtual environment holding a
+# recorded in its decisions.md as a line 'Campaign commit: `SHA`' (the last such line), with the campaign's own virtual environment holding a
 # regular (not editable) install of that commit, so the code on main can change while the campaign runs.
 #
 #   source benchmarks/pinned_worktree.sh DECISIONS_MD WORKTREE VENV     # sets: commit, worktree, venv
 pinned_decisions=$1 worktree=$2 venv=$3
 pinned_main=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-commit=${CAMPAIGN_COMMIT:-$(sed -n 's/^.*Campaign commit: `\([0-9a-f]\{7,40\}\)`.*/\1/p' "$pinned_decisions" | head -1)}
+commit=${CAMPAIGN_COMMIT:-$(sed -n 's/^.*Campaign commit: `\([0-9a-f]\{7,40\}\)`.*/\1/p' "$pinned_decisions" | tail -1)}
 if [ -z "$commit" ]; then
     echo "no campaign commit recorded in $pinned_decisions (a line 'Campaign commit: \`SHA\`'); set CAMPAIGN_COMMIT" >&2
     exit 2
