@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shared by the evidence campaigns (v3_campaign.sh, v4_campaign.sh): a git worktree at the campaign's fixed commit,
-# recorded in its decisions.md as a line 'Campaign commit: `SHA`' (the last such line), with the campaign's own virtual environment holding a
-# regular (not editable) install of that commit, so the code on main can change while the campaign runs.
+# recorded in its decisions.md as a line 'Campaign commit: `SHA`' (the last such line wins), with the campaign's own
+# virtual environment holding a regular (not editable) install of that commit, so the code on main can change while
+# the campaign runs.
 #
 #   source benchmarks/pinned_worktree.sh DECISIONS_MD WORKTREE VENV     # sets: commit, worktree, venv
 pinned_decisions=$1 worktree=$2 venv=$3
