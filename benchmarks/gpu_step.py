@@ -147,6 +147,10 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {row['path']} ({row['dtype']}) | {row['method']} | {row['generation']:.2f} | "
                      f"{row['scoring']:.2f} | {row['training']:.2f} | {row['total']:.2f} | {tps} | "
                      f"{row['peak_memory_gib']:.2f} |")
+    kinds = {row["peak_memory_kind"] for row in result["rows"] if "peak_memory_kind" in row}
+    if "CUDA allocated" not in kinds:
+        lines += ["", "Peak memory on the CPU is the process's peak resident set so far, so a row carries the peaks of "
+                      "the rows before it (read it as an upper bound)."]
     lines += ["", f"Recommended generation path here: **{result['recommended']}** (the lowest median step time of "
                   "plain GRPO among the paths that ran)." if result["recommended"] else
               "No generation path ran."]
