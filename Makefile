@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 bench-evidence-v4 bench-demo-seeds \
+.PHONY: install test demo bench bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 bench-evidence-v3-maxent bench-evidence-v4 bench-demo-seeds \
 	bench-countdown report lint
 
 $(VENV)/.installed: pyproject.toml
@@ -69,6 +69,10 @@ bench-countdown: $(VENV)/.installed
 # Evidence v3 (issue 28): from a git worktree at the campaign's recorded commit, in a venv of its own (see the script)
 bench-evidence-v3:
 	bash benchmarks/v3_campaign.sh
+
+# MaxEnt's default under v3's protocol, added after v3 (issue 42; its own folder, commit and worktree), one lane
+bench-evidence-v3-maxent:
+	V3_PROTOCOL=v3-maxent-voxel V3_WORKERS=1 bash benchmarks/v3_campaign.sh
 
 # Evidence v4 (issue 41): molecules under a fixed oracle budget, from its pinned worktree, one lane (see the protocol in
 # benchmarks/evidence/molecules_v4/); then `.venv/bin/python benchmarks/molecules_v4.py report` on main.

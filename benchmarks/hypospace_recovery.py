@@ -104,6 +104,14 @@ METHODS = {"grpo": "GRPO", "ips": "IPS-GRPO", "qd": "QD-GRPO", "maxent": "MaxEnt
            "grpo+zero_flat_groups": "GRPO + zero_flat_groups", "count+ips": "IPS + count bonus",
            # supervised control: `divrl sft` continued from the seed's warm start with the RL runs' optimizer budget
            CONTINUED_SFT: "SFT + more SFT"}
+# Named ablation arms: arm -> (recipe, `divrl train` flags switching on one component). The MaxEnt components one at a
+# time on the GRPO recipe, at the values evidence v3's MaxEnt arm ran (entropy target 1.0 by dual descent, novelty
+# 0.3, 3 length bins), to say which of them took that arm below its warm start (issue 42).
+ABLATION_ARMS = {"entropy-only": ("grpo", ("--maxent_entropy_target", "1.0")),
+                 "novelty-only": ("grpo", ("--novelty_coef", "0.3")),
+                 "length-bins-only": ("grpo", ("--length_bins", "3"))}
+METHODS.update({"entropy-only": "MaxEnt's entropy term only (H* = 1.0)", "novelty-only": "MaxEnt's novelty only",
+                "length-bins-only": "MaxEnt's length bins only"})
 MULTI_SEED = ("grpo", "ips")
 # Rows the continued-SFT control draws per train instance: every admissible answer (|H_O| <= 27 on the voxel grid),
 # so within an epoch no answer repeats.
@@ -136,6 +144,11 @@ class Protocol:
     # the target stated before any unit ran (v3): an arm's validity at most this far below GRPO's (seed-paired mean),
     # and its RR@|H_O| above GRPO's and its SFT start's with seed-level t-intervals excluding 0 (None: no target)
     target_validity_margin: float | None = None
+    # an arm added after a campaign: the evidence folder (under benchmarks/evidence) whose sft/ holds the warm starts
+    # it trains from, unchanged (None: this campaign's own)
+    warm_starts_from: str | None = None
+    # the units after each seed's SFT / GRPO reference, in this order (labels METHOD-seedS), instead of `plan`'s rule
+    order: tuple[str, ...] = ()
 
     @property
     def schedule_args(self) -> list[str]:
@@ -145,10 +158,25 @@ class Protocol:
     def seeds_for(self, method: str) -> tuple[int, ...]:
         """Every seed for GRPO and IPS (for every method with `all_seeds`); the first one otherwise, and always for
         an ablation arm (RECIPE+FIELD) unless `full_arms` names it: an ablation answers its question beside its
-        recipe's run of that seed."""
+        recipe's run of that seed. With an explicit `order`, the seeds it names (GRPO and IPS: every seed)."""
+        if self.order and method not in MULTI_SEED:
+            return tuple(seed for label in self.order for arm, seed in [split_label(label)] if arm == method)
         if ("+" not in method or method in self.full_arms) and (self.all_seeds or method in MULTI_SEED):
             return self.seeds
         return self.seeds[:1]
+
+    def warm_start_dir(self, state: Path, seed: int) -> Path:
+        """Where seed `seed`'s SFT warm start lives: this campaign's state, or the campaign it was taken from."""
+        base = state.parent / self.warm_starts_from if self.warm_starts_from else state
+        return base / "sft" / f"seed{seed}"
+
+
+def split_label(label: str) -> tuple[str, int]:
+    """'maxent-seed3' -> ('maxent', 3)."""
+    arm, _, seed = label.rpartition("-seed")
+    if not arm or not seed.isdigit():
+        raise ValueError(f"unit label {label!r} is not METHOD-seedS")
+    return arm, int(seed)
 
 
 V1_METHODS = ("grpo", "ips", "qd", "maxent", "fkl", "js", "pop", "pop-ips-qd", "flowrl")
@@ -182,7 +210,17 @@ V3_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", CONTINUED_SFT, "maxent
                     seeds=(0, 1, 2, 3, 4), steps=STEPS_V3 or 0, learning_rate=5e-5, samples=32, prompts_per_step=4,
                     all_seeds=True, eval_steps=6, save_steps=4, sft=True, sft_steps=SFT_STEPS_V3, arm_by_arm=True,
                     full_arms=("count+ips",), lr_scheduler="constant", target_validity_margin=0.02)
-PROTOCOLS = {"v1": V1, "v2": V2, "v2-voxel": V2_VOXEL, "v3-voxel": V3_VOXEL, "quick": QUICK}
+# MaxEnt with its safe default (issue 42), added after v3's results and labelled so: v3's warm starts, budget and
+# evaluation unchanged (benchmarks/evidence/hypospace_recovery_v3_maxent_voxel/protocol.md, fixed before its first
+# unit). The reference rows (base, SFT, GRPO) are v3's evaluations, copied unchanged. MaxEnt ('auto', the recipe's)
+# seeds 0-2, then one seed of each component alone at v3's values, then MaxEnt seeds 3-4.
+V3_MAXENT_VOXEL = Protocol(**{**V3_VOXEL.__dict__, "methods": ("grpo", "maxent", *ABLATION_ARMS),
+                              "target_validity_margin": None, "warm_starts_from": "hypospace_recovery_v3_voxel",
+                              "order": ("maxent-seed0", "maxent-seed1", "maxent-seed2", "entropy-only-seed0",
+                                        "novelty-only-seed0", "length-bins-only-seed0", "maxent-seed3",
+                                        "maxent-seed4")})
+PROTOCOLS = {"v1": V1, "v2": V2, "v2-voxel": V2_VOXEL, "v3-voxel": V3_VOXEL, "v3-maxent-voxel": V3_MAXENT_VOXEL,
+             "quick": QUICK}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -229,7 +267,7 @@ def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
     The finished adapter is committed with the evidence (the merged weights are not), so a later session re-merges
     it in seconds instead of retraining the warm start that earlier units started from."""
     setting = TASKS[protocol.task]
-    run = state / "sft" / f"seed{seed}"
+    run = protocol.warm_start_dir(state, seed)
     merged = run / "merged"
     with _WARM_START:
         if any(merged.glob("*.safetensors")):
@@ -296,6 +334,7 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     """Train (or resume) one method and seed with its CPU recipe; return the run directory."""
     setting = TASKS[protocol.task]
     recipe, *switches = method.split("+")
+    recipe, ablation_flags = ABLATION_ARMS.get(recipe, (recipe, ()))
     run = state / "runs" / f"{method}-seed{seed}"
     # the base: the seed's SFT model (made or re-merged here, not on this run's clock) or the embedded model
     model = str(warm_start(protocol, seed, state, log)) if protocol.sft else MODEL
@@ -314,7 +353,7 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     budget = ["--per_device_train_batch_size", str(8 * protocol.prompts_per_step), *_held_out_curve(protocol)]
     if protocol.sft:
         budget += ["--n_exemplars", "0"]
-    budget += [arg for switch in switches for arg in (f"--{switch}", "true")]
+    budget += [arg for switch in switches for arg in (f"--{switch}", "true")] + list(ablation_flags)
     _divrl(["train", str(RECIPES / setting.task / f"{recipe}.yaml"), *setting.train_args, *budget,
             "--model_name_or_path", model, "--max_steps", str(protocol.steps), "--seed", str(seed),
             "--learning_rate", str(protocol.learning_rate), "--max_completion_length", str(setting.max_new_tokens),
@@ -369,6 +408,8 @@ def plan(protocol: Protocol) -> list[tuple[str, int]]:
     the `priority` methods' before the rest (with `arm_by_arm`: each other method's seeds, method by method); the
     SFT model of a seed comes before that seed's first RL run: ("sft", seed)."""
     head = [(m, s) for s in protocol.seeds for m in protocol.methods if m in MULTI_SEED]
+    if protocol.order:
+        return _with_warm_starts(protocol, head + [split_label(label) for label in protocol.order])
     others = [m for m in protocol.methods if m not in MULTI_SEED]
     later_seeds = protocol.seeds[1:] if protocol.all_seeds else ()
     if protocol.arm_by_arm:
@@ -378,8 +419,13 @@ def plan(protocol: Protocol) -> list[tuple[str, int]]:
         for first in (True, False):
             tail += [(m, s) for s in later_seeds for m in others
                      if (m in protocol.priority) == first and s in protocol.seeds_for(m)]
+    return _with_warm_starts(protocol, head + tail)
+
+
+def _with_warm_starts(protocol: Protocol, runs: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """`runs` with the SFT model of a seed before that seed's first run (with `protocol.sft`): ("sft", seed)."""
     units: list[tuple[str, int]] = []
-    for method, seed in head + tail:
+    for method, seed in runs:
         if protocol.sft and ("sft", seed) not in units:
             units.append(("sft", seed))
         units.append((method, seed))
@@ -753,7 +799,7 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
         evals = [load_evaluation(state, out.name) for _, out in sft_evals]
         collected[SFT_LABEL] = {"evals": evals, "eval_seeds": [seed for seed, _ in sft_evals], "training": [],
                                 "runs": [out.name for _, out in sft_evals],
-                                "wall_seconds": sum(_meta(state / "sft" / f"seed{seed}" / "divrl_benchmark.json")
+                                "wall_seconds": sum(_meta(protocol.warm_start_dir(state, seed) / "divrl_benchmark.json")
                                                     .get("train_seconds", 0.0) + e.get("eval_seconds", 0.0)
                                                     for (seed, _), e in zip(sft_evals, evals, strict=True))}
     for method in protocol.methods:

@@ -589,3 +589,31 @@ def test_a_partly_evaluated_seed_is_reported_with_its_recorded_instances(tmp_pat
     assert "2 of 3 instances recorded" in note and "not evaluated" not in note
     assert bench._evaluation_note({"evaluated": False, "partial": None}) == " (not evaluated)"
     assert bench._evaluation_note({"evaluated": True}) == ""
+
+
+def test_post_v3_maxent_arm_reuses_v3_warm_starts_in_its_stated_order_with_one_component_per_ablation(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    protocol = bench.V3_MAXENT_VOXEL
+    later = [bench.unit_label(unit) for unit in bench.plan(protocol) if unit[0] not in ("sft", "grpo")]
+    assert later == list(protocol.order) and protocol.seeds_for("novelty-only") == (0,)
+    assert protocol.seeds_for("grpo") == protocol.seeds  # v3's reference rows, every seed
+    assert {key: value for key, value in protocol.__dict__.items()
+            if key not in ("methods", "target_validity_margin", "warm_starts_from", "order")} == {
+        key: value for key, value in bench.V3_VOXEL.__dict__.items()
+        if key not in ("methods", "target_validity_margin", "warm_starts_from", "order")}  # v3's budget and eval
+    state = tmp_path / "hypospace_recovery_v3_maxent_voxel"
+    merged = tmp_path / protocol.warm_starts_from / "sft" / "seed0" / "merged"
+    merged.mkdir(parents=True)
+    (merged / "model.safetensors").write_text("")  # v3's warm start: nothing is trained again
+    commands = _recorded_commands(monkeypatch)
+    for arm, flag, value in (("entropy-only", "--maxent_entropy_target", "1.0"), ("novelty-only", "--novelty_coef",
+                                                                                     "0.3"),
+                             ("length-bins-only", "--length_bins", "3")):
+        bench.train(protocol, arm, 0, state, tmp_path / "log.txt")
+        command = commands[-1]
+        assert command[1].endswith("hypospace-voxel/grpo.yaml") and command[command.index(flag) + 1] == value
+        assert command[command.index("--model_name_or_path") + 1] == str(merged)
+        assert command[command.index("--output_dir") + 1] == str(state / "runs" / f"{arm}-seed0")
+    assert len(commands) == 3
+    with pytest.raises(ValueError, match="not METHOD-seedS"):
+        bench.split_label("maxent")
