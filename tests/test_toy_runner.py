@@ -8,9 +8,9 @@ import torch
 
 from divrl.core import mean_pairwise_cosine_distance, select_top, selection_scores
 from divrl.toy.envs import IdeaEnv, make_bandit, make_hypergrid, make_multiplicity_grid
-from divrl.toy.methods import DIVERGENCE_OF, Method
+from divrl.toy.methods import Method
 from divrl.toy.policies import Rollout
-from divrl.toy.runner import IDEA_METRICS, TABULAR_METRICS, TrainConfig, Trainer, _method_args, train
+from divrl.toy.runner import IDEA_METRICS, TABULAR_METRICS, TrainConfig, Trainer, toy_method_args, train
 
 BANDIT = make_bandit([1, 2, 3, 4])
 IDEAS_CFG = TrainConfig(steps=4, group_size=4, lr=3e-4, updates_per_batch=2, kl_coef=0.01, population_size=3,
@@ -21,8 +21,8 @@ def test_method_parsing():
     method = Method.parse(" pop+ips+qd ")
     assert method.name == "pop+ips+qd" and method.components == {"pop", "ips", "qd"}
     assert "ips" in method and "maxent" not in method
-    assert Method.parse("ips+count").choice(DIVERGENCE_OF) is None
-    assert Method.parse("grpo+fkl").choice(DIVERGENCE_OF) == "forward_kl"
+    assert Method.parse("ips+count").variants() == {} and Method.parse("ips+count").switched() == {"ips", "count_bonus"}
+    assert Method.parse("grpo+fkl").variants() == {"divergence": "forward_kl"}
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -30,32 +30,31 @@ def test_method_parsing():
     ("pop+ips+qd", {"ips": True, "qd": True, "novelty_coef": 0.0, "maxent_entropy_target": None}),
     ("grpo+fkl", {"divergence": "forward_kl"}), ("js", {"divergence": "js"}),
     ("ips+count", {"count_bonus_coef": 0.5, "unlikeliness_beta": 0.0}), ("ips+unlikely", {"unlikeliness_beta": 0.5}),
-    ("passk", {"passk": 3}), ("ips+clipcov", {"cov_method": "clip_cov"}), ("klcov", {"cov_method": "kl_cov"}),
+    ("passk", {"passk": 3}), ("ips+clip-cov", {"cov_method": "clip_cov"}), ("kl-cov", {"cov_method": "kl_cov"}),
     ("maxent", {"maxent_entropy_target": 0.7, "novelty_coef": 0.2, "length_bins": 2}),
 ])
 def test_components_switch_the_divrl_config_fields(name, expected):
     """The toy's component labels reach the methods as DivRLConfig's own fields, with the run's options."""
     cfg = TrainConfig(steps=1, group_size=4, lr=0.1, count_bonus_coef=0.5, unlikeliness_beta=0.5, passk=3,
-                      maxent_entropy_target=0.7,
-                      novelty_coef=0.2, length_bins=2)
-    args = _method_args(IdeaEnv(), Method.parse(name), cfg)
+                      maxent_entropy_target=0.7, novelty_coef=0.2, length_bins=2, updates_per_batch=2)
+    args = toy_method_args(IdeaEnv(), Method.parse(name), cfg)
     assert {field: getattr(args, field) for field in expected} == expected
 
 
 def test_method_parsing_refuses_bad_names():
     with pytest.raises(ValueError, match="choose one"):
-        Method.parse("clipcov+klcov")
+        Method.parse("clip-cov+kl-cov")
     with pytest.raises(ValueError, match="valid: grpo, ips, qd, maxent, pop, fkl, js, flowrl, count, unlikely, passk, "
-                                         "clipcov, klcov, cliphigher, topentropy"):
+                                         "clip-cov, kl-cov, clip-higher, top-entropy"):
         Method.parse("ips+dpo")
-    with pytest.raises(ValueError, match="choose one divergence"):
+    with pytest.raises(ValueError, match="combines fkl and js: choose one"):
         Method.parse("fkl+js")
     with pytest.raises(ValueError, match="repeats"):
         Method.parse("ips+ips")
 
 
 def test_config_validation_names_the_cli_flag_and_range():
-    with pytest.raises(ValueError, match=r"--population-top-m must be in \[1, --population-size\] = \[1, 2\], got 3"):
+    with pytest.raises(ValueError, match=r"--population-top-m must satisfy 1 <= M <= population_size \(2\), got 3"):
         TrainConfig(steps=1, group_size=4, lr=0.1, population_size=2, population_top_m=3)
     with pytest.raises(ValueError, match="--optimizer must be adam or sgd, got 'rmsprop'"):
         TrainConfig(steps=1, group_size=4, lr=0.1, optimizer="rmsprop")
@@ -207,40 +206,40 @@ def test_passk_advantages_and_pass_at_k_metric():
 
     assert torch.allclose(trainer.advantages(fixed_rollout([0, 1, 2, 3]), shaped),
                           passk_advantages(shaped.flatten(), 4, 2).view(1, 4))
-    with pytest.raises(ValueError, match="passk needs 2 <= --passk < --group-size"):
+    with pytest.raises(ValueError, match=r"--passk must be 0 \(off\) or >= 2 and below --group-size \(4"):
         Trainer(BANDIT, Method.parse("passk"), TrainConfig(steps=1, group_size=4, lr=0.1, passk=4), [0])
     run = train(BANDIT, "grpo", TrainConfig(steps=1, group_size=4, lr=1e-9, passk=3), [0])
     assert run.curves["pass_at_k"][0, 0] == pytest.approx(1 - 0.75**3)  # uniform start: p(best arm) = 1/4
 
 
 def test_cov_components_pick_tokens_by_covariance_and_klcov_needs_a_reused_batch():
-    with pytest.raises(ValueError, match="klcov penalises"):
-        Trainer(BANDIT, Method.parse("klcov"), TrainConfig(steps=1, group_size=4, lr=0.1), [0])
-    trainer = Trainer(BANDIT, Method.parse("klcov"), TrainConfig(steps=1, group_size=4, lr=0.1, updates_per_batch=2,
+    with pytest.raises(ValueError, match="--cov-method 'kl_cov' penalises .* set --updates > 1"):
+        Trainer(BANDIT, Method.parse("kl-cov"), TrainConfig(steps=1, group_size=4, lr=0.1), [0])
+    trainer = Trainer(BANDIT, Method.parse("kl-cov"), TrainConfig(steps=1, group_size=4, lr=0.1, updates_per_batch=2,
                                                                cov_ratio=0.25), [0])
     rollout = fixed_rollout([0, 1, 2, 3])
     logp = trainer.policy.evaluate(trainer.params, rollout)[0].detach() + torch.tensor([0.0, 0.0, 0.0, 1.0])[:, None]
     advantages = torch.tensor([[-1.0, -0.5, 0.5, 1.0]])
     picked = trainer._cov_tokens(logp, logp, advantages, rollout.mask)
     assert picked.squeeze(-1).tolist() == [[False, False, False, True]]  # the likeliest sample with A > 0
-    run = train(BANDIT, "clipcov", TrainConfig(steps=3, group_size=8, lr=0.05, cov_ratio=0.5), [0])
+    run = train(BANDIT, "clip-cov", TrainConfig(steps=3, group_size=8, lr=0.05, cov_ratio=0.5), [0])
     assert np.isfinite(run.curves["l1_to_target"]).all()
 
 
 def test_clip_higher_acts_only_on_a_reused_batch_and_top_entropy_keeps_the_top_tokens():
-    # On a batch's first update the ratio is 1, so the upper clip cannot bind: cliphigher equals GRPO there.
+    # On a batch's first update the ratio is 1, so the upper clip cannot bind: clip-higher equals GRPO there.
     def final(method: str, updates: int) -> np.ndarray:
         cfg = TrainConfig(steps=20, group_size=8, lr=0.5, updates_per_batch=updates)
         return train(BANDIT, method, cfg, [0]).final_distribution
 
-    assert np.array_equal(final("cliphigher", 1), final("grpo", 1))
-    assert not np.allclose(final("cliphigher", 4), final("grpo", 4))
-    trainer = Trainer(BANDIT, Method.parse("topentropy"), TrainConfig(steps=1, group_size=5, lr=0.1,
+    assert np.array_equal(final("clip-higher", 1), final("grpo", 1))
+    assert not np.allclose(final("clip-higher", 4), final("grpo", 4))
+    trainer = Trainer(BANDIT, Method.parse("top-entropy"), TrainConfig(steps=1, group_size=5, lr=0.1,
                                                                         top_entropy_quantile=0.4), [0])
     entropy = torch.tensor([[[0.1], [0.5], [0.3], [0.9], [0.7]]])
     mask = torch.tensor([[[1.0], [1.0], [1.0], [1.0], [0.0]]])  # the last token is padding: not counted
     assert trainer._high_entropy_tokens(entropy, mask).squeeze(-1).tolist() == [[0.0, 1.0, 0.0, 1.0, 1.0]]
-    run = train(make_hypergrid(), "topentropy", TrainConfig(steps=3, group_size=8, lr=0.05), [0])
+    run = train(make_hypergrid(), "top-entropy", TrainConfig(steps=3, group_size=8, lr=0.05), [0])
     assert np.isfinite(run.curves["l1_to_target"]).all()
 
 

@@ -6,15 +6,20 @@ Light at import time: torch, numpy and matplotlib load inside the handler.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from divrl.toy.methods import COMPONENTS, Method
-from divrl.toy.options import DEPRECATED_FLAGS, ENV_DEFAULTS, ENV_OPTIONS, ENVS, TRAIN_OPTIONS
+from divrl.toy.methods import LABELLED
+from divrl.toy.options import DEPRECATED_FLAGS, ENV_DEFAULTS, ENV_OPTIONS, ENVS, TRAIN_OPTIONS, flag
+
+# A method field's type annotation -> what its flag parses (other types, bools and lists, have no flag).
+FLAG_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str}
 
 
 class _DeprecatedFlag(argparse.Action):
@@ -22,9 +27,61 @@ class _DeprecatedFlag(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        new_flag = TRAIN_OPTIONS[self.dest][0]
-        print(f"divrl toy: {option_string} is deprecated, use {new_flag} (DivRLConfig's name)", file=sys.stderr)
+        print(f"divrl toy: {option_string} is deprecated, use {flag(self.dest)} (DivRLConfig's name)", file=sys.stderr)
         setattr(namespace, self.dest, values)
+
+
+def _number_or_text(text: str) -> float | str:
+    """A `float | str` field's flag value: a number where it reads as one (maxent_entropy_target: 1.0 or 'auto')."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def flag_type(annotation: str) -> Callable[[str], Any] | None:
+    """What the flag of a field annotated `annotation` parses (`X | None` as X), or None for a field with no flag."""
+    kinds = [part.strip() for part in annotation.split("|") if part.strip() != "None"]
+    if kinds == ["float", "str"]:
+        return _number_or_text
+    return FLAG_TYPES.get(kinds[0]) if len(kinds) == 1 else None
+
+
+def method_flags() -> dict[str, tuple[Callable[[str], Any], str]]:
+    """The divrl methods' flags, from the registry: each field of a registered method's `DivRLConfig` config with a
+    number or text type, except those the toy derives: dest -> (type, help: the field's first sentence)."""
+    from divrl.methods import REGISTRY
+    from divrl.settings_help import first_sentence
+    from divrl.toy.runner import TOY_DERIVED
+
+    flags = {}
+    for method in REGISTRY.values():
+        for spec in dataclasses.fields(method.Config):
+            kind = flag_type(str(spec.type))
+            if kind is not None and spec.name not in TOY_DERIVED:
+                flags[spec.name] = (kind, f"{method.name}: {first_sentence(spec.metadata.get('help', ''))}")
+    return flags
+
+
+def _add_method_flags(parser: argparse.ArgumentParser) -> None:
+    """Give `parser` the registry's method flags and the deprecated ones when it first parses, so that the registry
+    (and torch) load for `divrl toy` only, not for `divrl --help`."""
+    parse = parser.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        if parser.get_default("method_dests") is None:
+            flags = method_flags()
+            group = parser.add_argument_group("divrl methods (DivRLConfig's fields; unset: the toy's value, else "
+                                              "the method's preset where its component is on, else the default)")
+            for dest, (kind, text) in flags.items():
+                group.add_argument(flag(dest), dest=dest, type=kind, default=None, help=text)
+            for old_flag, dest in DEPRECATED_FLAGS.items():
+                kind = flags[dest][0] if dest in flags else TRAIN_OPTIONS[dest][1]
+                group.add_argument(old_flag, dest=dest, type=kind, action=_DeprecatedFlag, help=argparse.SUPPRESS)
+            parser.set_defaults(method_dests=tuple(flags))
+        return parse(args, namespace)
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
 
 def _float_list(text: str) -> list[float]:
     try:
@@ -35,9 +92,11 @@ def _float_list(text: str) -> list[float]:
 
 def _method_list(text: str) -> list[str]:
     """Parse and validate `--methods` (comma-separated; components joined by '+')."""
+    from divrl.toy.methods import Method, components
+
     methods = [m.strip() for m in text.split(",") if m.strip()]
     if not methods:
-        raise argparse.ArgumentTypeError(f"no method given; valid components: {', '.join(COMPONENTS)}")
+        raise argparse.ArgumentTypeError(f"no method given; valid components: {', '.join(components())}")
     try:
         for method in methods:
             Method.parse(method)
@@ -55,8 +114,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Train methods on a toy environment (bandit, multiplicity grid, hyper-grid, ideas).",
         description="Train GRPO variants on a toy environment of the execution-rewards and IPS papers; prints a "
                     "results table and "
-        "writes OUT/metrics.json plus PNG plots. Methods: " + ", ".join(COMPONENTS)
-        + ", combined with '+' (e.g. pop+ips+qd).",
+        "writes OUT/metrics.json plus PNG plots. Methods: " + ", ".join(LABELLED)
+        + " and any registered divrl method with a preset (its name, '_' as '-'), combined with '+' (e.g. pop+ips+qd).",
     )
     parser.add_argument("--env", required=True, choices=ENVS, help="toy environment")
     parser.add_argument("--methods", required=True, type=_method_list,
@@ -68,11 +127,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     train = parser.add_argument_group("training (defaults depend on --env)")
-    for dest, (flag, kind, text) in TRAIN_OPTIONS.items():
-        train.add_argument(flag, dest=dest, type=kind, default=None, help=text)
-    for old_flag, dest in DEPRECATED_FLAGS.items():
-        train.add_argument(old_flag, dest=dest, type=TRAIN_OPTIONS[dest][1], action=_DeprecatedFlag,
-                           help=argparse.SUPPRESS)
+    for dest, (option, kind, text) in TRAIN_OPTIONS.items():
+        train.add_argument(option, dest=dest, type=kind, default=None, help=text)
+    _add_method_flags(parser)
     env = parser.add_argument_group("environment")
     env.add_argument("--rewards", type=_float_list, help="bandit: arm rewards, e.g. 1,2,3,4 (default 1,2,3,4)")
     env.add_argument("--initial-logits", type=_float_list, help="bandit: initial policy logits (default 0s)")
@@ -120,9 +177,19 @@ def train_config(args: argparse.Namespace) -> Any:
     if args.ips_outcome is not None and args.env != "ideas":
         raise ValueError(f"--ips-outcome applies to --env ideas only: {args.env}'s outcomes are already discrete")
     values = dict(ENV_DEFAULTS[args.env])
-    values.update({dest: getattr(args, dest) for dest in TRAIN_OPTIONS if getattr(args, dest) is not None})
+    given = (*TRAIN_OPTIONS, *args.method_dests)
+    values.update({dest: getattr(args, dest) for dest in given if getattr(args, dest) is not None})
     values["ips_exact"] = args.ips_exact
     return TrainConfig(**values)
+
+
+def check_methods(env: Any, methods: list[str], cfg: Any) -> None:
+    """Check every method's settings on `env` before any trains (the methods' own checks; ValueError names the flag)."""
+    from divrl.toy.methods import Method
+    from divrl.toy.runner import toy_method_args
+
+    for method in methods:
+        toy_method_args(env, Method.parse(method), cfg)
 
 
 def prepare_out(out: Path) -> None:
@@ -167,12 +234,11 @@ def handler(args: argparse.Namespace) -> int:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
         env = build_env(args.env, options)
         cfg = train_config(args)
+        check_methods(env, args.methods, cfg)
         prepare_out(args.out)
     except ValueError as error:
         print(f"divrl toy: error: {error}", file=sys.stderr)
         return 2
-    from dataclasses import asdict
-
     from divrl.toy.envs import TabularEnv
     from divrl.toy.plots import plot_all
     from divrl.toy.report import format_table, metrics_document
@@ -188,7 +254,7 @@ def handler(args: argparse.Namespace) -> int:
             print(f"divrl toy: error: {error}", file=sys.stderr)
             return 2
     tabular = isinstance(env, TabularEnv)
-    config = {"methods": args.methods, "seeds": seeds, "env_options": options, **asdict(cfg)}
+    config = {"methods": args.methods, "seeds": seeds, "env_options": options, **cfg.record()}
     doc = metrics_document(args.env, config, runs, env.target.tolist() if tabular else None)
     (args.out / "metrics.json").write_text(json.dumps(doc, indent=1))
     print(f"\n{args.env}: final metrics (mean ± std over {len(seeds)} seeds, last 10 steps)")

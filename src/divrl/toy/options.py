@@ -1,6 +1,6 @@
 """The toy backend's option tables: environments, their default training options, environment options and the
-training options with their `divrl toy` flags (the divrl methods' options carry DivRLConfig's field names). No torch
-import: the CLI builds its parser from them, and the runner names a bad option by its flag.
+toy's own training options with their `divrl toy` flags (the divrl methods' options are DivRLConfig's fields, flagged
+by their names). No torch import: the CLI builds its parser from them, and the runner names a bad option by its flag.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ ENV_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "landscape_seed": ("--landscape-seed", ("ideas",)),
 }
 
-# Training options: argparse dest -> (flag, type, help). None defaults mean "environment default".
+# The toy's own training options: argparse dest -> (flag, type, help). None defaults mean "environment default".
+# The divrl methods' options are `DivRLConfig`'s method fields, flags generated from the registry
+# (`divrl.toy.cli.method_flags`).
 TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "steps": ("--steps", int, "training steps (ideas: epochs)"),
     "group_size": ("--group-size", int, "samples per group G"),
@@ -47,43 +49,23 @@ TRAIN_OPTIONS: dict[str, tuple[str, type, str]] = {
     "clip": ("--clip", float, "PPO ratio clip (default 0.2)"),
     "adv_scale": ("--adv-scale", str, "advantage scaling: group | batch | none (default group)"),
     "kl_coef": ("--kl-coef", float, "reverse-KL weight toward the initial policy"),
-    "divergence_coef": ("--divergence-coef", float, "forward-KL / JS weight for fkl / js (default 0.1)"),
     "entropy_coef": ("--entropy-coef", float, "fixed entropy bonus"),
-    "maxent_entropy_target": ("--maxent-entropy-target", float, "maxent: per-token target entropy"),
-    "maxent_alpha_lr": ("--maxent-alpha-lr", float, "maxent: dual-descent step of alpha (default 0.01)"),
-    "ips_epsilon": ("--ips-epsilon", float, "ips: probability floor epsilon (default 1e-3)"),
     "ips_outcome": ("--ips-outcome", str, "ips on ideas: what one outcome is: peak (the quality peak giving Q(x), "
                     "default) | grid4 (4 x 4 behaviour grid) | cell (the QD 10 x 10 cell) | semantic (leader "
                     "clustering of the idea vectors, cosine >= --semantic-threshold: no knowledge of the landscape)"),
-    "semantic_threshold": ("--semantic-threshold", float, "ips on ideas with --ips-outcome semantic: cosine "
-                           "similarity at which an idea joins a class (default 0.6)"),
-    "qd_beta_new": ("--qd-beta-new", float, "qd: bonus for a new archive cell (default 0.5)"),
-    "qd_beta_imp": ("--qd-beta-imp", float, "qd: bonus for an improved cell (default 0.3)"),
-    "novelty_coef": ("--novelty-coef", float, "maxent: novelty coefficient (default 0.3)"),
-    "novelty_k": ("--novelty-k", int, "maxent: nearest neighbours (default 5)"),
-    "novelty_memory_size": ("--novelty-memory-size", int, "maxent: novelty memory size (default 512)"),
-    "length_bins": ("--length-bins", int, "maxent: length bins L (default 3)"),
-    "population_size": ("--population-size", int, "pop: members K (default 5)"),
-    "population_interval": ("--population-interval", int, "pop: steps between soups T (default 10)"),
-    "population_top_m": ("--population-top-m", int, "pop: members averaged M (default 3)"),
-    "population_sigma": ("--population-sigma", float, "pop: restart noise relative to the soup: each member's tensors "
-                         "move by this fraction of the soup tensor's norm (default 0.2; the execution-rewards paper's "
-                         "absolute 0.01 is 0.2-0.34 of our MLP's hidden layers)"),
-    "count_bonus_coef": ("--count-bonus-coef", float,
-                         "count: bonus coefficient c of c / sqrt(1 + n(x, o)) (default 0.5)"),
-    "count_bonus_scope": ("--count-bonus-scope", str,
-                          "count: prompt (n per prompt and outcome, default) | global (over prompts)"),
-    "unlikeliness_beta": ("--unlikeliness-beta", float, "unlikely: beta_rank of r (1 - beta rank / G) (default 0.25)"),
-    "cov_ratio": ("--cov-ratio", float, "clipcov / klcov: share of tokens acted on, at least one (default 2e-4)"),
-    "cov_kl_coef": ("--cov-kl-coef", float, "klcov: coefficient of |log pi - log pi_old| (default 1)"),
-    "clip_high": ("--clip-high", float, "cliphigher: upper ratio clip, TRL's epsilon_high (default 0.28)"),
+    "clip_high": ("--clip-high", float, "clip-higher: upper ratio clip, TRL's epsilon_high (default 0.28)"),
     "top_entropy_quantile": ("--top-entropy-quantile", float,
-                             "topentropy: share of tokens by entropy the loss keeps, TRL's (default 0.2)"),
-    "passk": ("--passk", int, "passk: k of the best-of-k advantages; also the k of the pass_at_k metric "
-                "(default 4)"),
-    "flowrl_beta": ("--flowrl-beta", float, "flowrl: reward scale beta_r (default 15, FlowRL's value for LLM "
-                    "rewards; on the toys it collapses: see benchmarks/results/toy_flowrl.md)"),
+                             "top-entropy: share of tokens by entropy the loss keeps, TRL's (default 0.2)"),
 }
+
+# The toy's values of divrl method fields where they differ from the trainer's (under ENV_DEFAULTS and the
+# command line): the execution-rewards paper's entropy target H* = 1.0 (the trainer's preset measures it: 'auto'),
+# and a forward-KL / JS weight of 0.1 for fkl / js (DPH-RL sweeps it; the trainer's default is 0.05).
+TOY_METHOD_DEFAULTS: dict[str, Any] = {"maxent_entropy_target": 1.0, "divergence_coef": 0.1}
+
+# The GRPOConfig fields that a toy option stands for, in the methods' own error messages.
+TRAINER_FLAGS: dict[str, str] = {"num_generations": "--group-size", "num_iterations": "--updates",
+                                 "scale_rewards": "--adv-scale"}
 
 # Flags renamed to DivRLConfig's field names (issue 30); the old ones still work, with a warning, for a release.
 DEPRECATED_FLAGS: dict[str, str] = {
@@ -93,3 +75,8 @@ DEPRECATED_FLAGS: dict[str, str] = {
     "--target-entropy": "maxent_entropy_target", "--alpha-lr": "maxent_alpha_lr", "--population": "population_size",
     "--pop-interval": "population_interval", "--pop-top": "population_top_m", "--pop-sigma": "population_sigma",
 }
+
+
+def flag(dest: str) -> str:
+    """The `divrl toy` flag of a training option or divrl method field `dest` (a method field's: `--field-name`)."""
+    return TRAIN_OPTIONS[dest][0] if dest in TRAIN_OPTIONS else "--" + dest.replace("_", "-")

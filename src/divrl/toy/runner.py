@@ -6,10 +6,12 @@ archive bonuses), `maxent` (adaptive entropy bonus, kNN novelty, length-conditio
 divergence to the frozen initial policy, on samples drawn from it, replacing the reverse KL), `flowrl`
 (FlowRL's trajectory-balance loss with a learned log Z replacing the clipped surrogate), `count` (a bonus
 c / sqrt(1 + n) for each rewarded outcome, n = its count over the run), `unlikely` (rewards times
-1 - beta rank / G, rank by the sample's mean log-prob), `passk` (best-of-k advantages), `clipcov` / `klcov`
+1 - beta rank / G, rank by the sample's mean log-prob), `passk` (best-of-k advantages), `clip-cov` / `kl-cov`
 (Clip-Cov / KL-Cov on the tokens whose log-prob and advantage covary most), and TRL's own levers as baselines:
-`cliphigher` (the ratio's upper clip at `clip_high`) and `topentropy` (the loss on each member's highest-entropy
-tokens only, as TRL's `top_entropy_quantile`). The reward-shaping and advantage components (ips, qd, maxent's
+`clip-higher` (the ratio's upper clip at `clip_high`) and `top-entropy` (the loss on each member's highest-entropy
+tokens only, as TRL's `top_entropy_quantile`). Any registered divrl method with a preset is a component under its
+name too (`divrl.toy.methods`). The methods' settings are `DivRLConfig`'s own fields (`TrainConfig.method_value`),
+checked by the methods' own `validate`. The reward-shaping and advantage components (ips, qd, maxent's
 novelty and length bins, count, unlikely, passk, zero flat groups) run the LLM trainer's own method objects
 (`divrl.methods`), one set per member, in the trainer's order, so the toy is an executable specification of the
 trainer's REWARD and ADVANTAGE stages. On the loss side the toy policies keep their own per-member loss, with the
@@ -23,18 +25,17 @@ with its own random generator, so a seed's run does not depend on which other se
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import torch
 
 from divrl.core import (
-    COUNT_SCOPES,
-    FLOWRL_BETA,
     AdaptiveEntropyCoefficient,
     LeaderClusters,
     average_state_dicts,
@@ -55,12 +56,13 @@ from divrl.core import (
     trajectory_balance_loss,
 )
 from divrl.core.ips import distinct_outcomes_per_group
-from divrl.methods import AdvantageStep, RewardStep, Stage, active, method_args
+from divrl.methods import REGISTRY, AdvantageStep, RewardStep, Stage, active, config_classes, presets_of
+from divrl.methods._fields import Unset
 from divrl.methods.hooks import TaskHooks
 from divrl.methods.maxent_entropy import parse_entropy_target
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
-from divrl.toy.methods import COVARIANCE_OF, DIVERGENCE_OF, Method
-from divrl.toy.options import TRAIN_OPTIONS
+from divrl.toy.methods import Method, components
+from divrl.toy.options import TOY_METHOD_DEFAULTS, TRAIN_OPTIONS, TRAINER_FLAGS, flag
 from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
 from divrl.toy.trl_entropy import TRLAdaptiveEntropy
 
@@ -76,8 +78,9 @@ Env = TabularEnv | IdeaEnv
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Hyper-parameters shared by all methods (component ones are ignored when the component is off)."""
+class ToyOptions:
+    """The toy's own hyper-parameters (component ones are ignored when the component is off) and the divrl method
+    fields set for the run (`method_fields`, by `DivRLConfig` name)."""
 
     steps: int
     group_size: int
@@ -86,46 +89,34 @@ class TrainConfig:
     updates_per_batch: int = 1  # clipped gradient steps on each sampled batch (PPO/GRPO "mu")
     clip: float = 0.2  # PPO ratio clip; flowrl: clip of its sequence-level importance weight (FlowRL's 0.2)
     adv_scale: str = "group"  # group_advantages scaling: group std, batch std or none
-    zero_flat_groups: bool = False  # advantage exactly 0 for groups of equal rewards (no fp32 residue)
     kl_coef: float = 0.0  # reverse-KL (k3) weight toward the initial policy
-    divergence_coef: float = 0.1  # forward-KL / JS weight for fkl / js (DPH-RL)
     reference_samples: int = 256  # samples per member drawn once from the initial policy for fkl / js
     entropy_coef: float = 0.0  # fixed entropy bonus (the IPS paper regularises every hyper-grid method)
-    maxent_entropy_target: float | str = 1.0  # maxent: per-token entropy target H*, or 'auto' (as DivRLConfig)
-    maxent_entropy_auto_scale: float = 1.0  # maxent, target 'auto': H* = this x the first steps' mean entropy
-    maxent_entropy_auto_steps: int = 1  # maxent, target 'auto': steps measured
-    maxent_alpha_lr: float = 0.01  # maxent: dual-descent step of the entropy coefficient
     # maxent: 'dual' (MaxEnt's dual descent) or 'trl' (TRL's use_adaptive_entropy rule with its GRPOConfig defaults,
     # `divrl.toy.trl_entropy`), either toward maxent_entropy_target; 'default': as the LLM trainer, TRL's rule for
     # 'auto' and dual descent for a number
     entropy_controller: str = "default"
-    ips_epsilon: float = 1e-3
     ips_exact: bool = False  # tabular only: divide by the exact outcome probability, not the group frequency
     ips_outcome: str = "peak"  # ideas only: what counts as one outcome for IPS (envs.IDEA_OUTCOMES)
-    semantic_threshold: float = 0.6  # ideas with ips_outcome 'semantic': cosine at which an idea joins a class
-    qd_beta_new: float = 0.5
-    qd_beta_imp: float = 0.3
-    novelty_memory_size: int = 512
-    novelty_k: int = 5
-    novelty_coef: float = 0.3
-    length_bins: int = 3
-    population_size: int = 5
-    population_interval: int = 10
-    population_top_m: int = 3
-    population_sigma: float = 0.2  # relative to the soup (see divrl.core.perturb_relative_)
-    count_bonus_coef: float = 0.5  # count: c of c / sqrt(1 + n(x, o)), as DivRLConfig's preset
-    count_bonus_scope: str = "prompt"  # count: 'prompt' (n per prompt and outcome) or 'global' (ideas only)
-    unlikeliness_beta: float = 0.25  # unlikely: beta_rank (the release's Lean recipe)
-    passk: int = 4  # passk: k of the best-of-k advantages; every method's pass_at_k metric uses it too
-    cov_ratio: float = 2e-4  # clipcov / klcov: share of a member's batch tokens acted on (at least one)
-    cov_kl_coef: float = 1.0  # klcov: coefficient of |log pi - log pi_old|
-    clip_high: float = 0.28  # cliphigher: upper ratio clip (DAPO's 0.28, TRL's epsilon_high)
-    top_entropy_quantile: float = 0.2  # topentropy: share of a member's tokens, by entropy, the loss keeps (TRL's)
-    # flowrl: reward scale beta_r of the trajectory-balance residual. FlowRL's published 15 is tuned for LLM
-    # rewards; on the toys it leaves no interior fixed point (see divrl.toy.fixed_points, benchmarks/toy_flowrl.py).
-    flowrl_beta: float = FLOWRL_BETA
+    clip_high: float = 0.28  # clip-higher: upper ratio clip (DAPO's 0.28, TRL's epsilon_high)
+    top_entropy_quantile: float = 0.2  # top-entropy: share of a member's tokens, by entropy, the loss keeps (TRL's)
+    method_fields: dict[str, Any] = field(default_factory=dict)  # DivRLConfig method field -> value for this run
 
-    def __post_init__(self) -> None:
+
+class TrainConfig(ToyOptions):
+    """A toy run's settings: the toy's own options and any registered divrl method field by its `DivRLConfig` name,
+    e.g. `TrainConfig(steps=100, group_size=8, lr=0.05, count_bonus_coef=1.0)`; `cfg.<method field>` reads the value
+    the field takes where its method is on (`method_value`). The methods' own `validate` checks the fields."""
+
+    def __init__(self, *args: Any, **values: Any) -> None:
+        own = {spec.name for spec in fields(ToyOptions)}
+        given = {name: values.pop(name) for name in list(values) if name not in own}
+        given = {**values.pop("method_fields", {}), **given}
+        super().__init__(*args, **values, method_fields=given)
+        self._check()
+
+    def _check(self) -> None:
+        """Raise a ValueError naming each bad option's flag: the toy's rules, then the methods' own checks."""
         positive, non_negative, at_least_one = "> 0", ">= 0", ">= 1"
         rules = {  # field -> (valid?, requirement)
             "steps": (self.steps >= 1, at_least_one), "group_size": (self.group_size >= 2, ">= 2"),
@@ -133,39 +124,13 @@ class TrainConfig:
             "updates_per_batch": (self.updates_per_batch >= 1, at_least_one),
             "clip": (math.isfinite(self.clip) and self.clip > 0, positive),
             "kl_coef": (math.isfinite(self.kl_coef) and self.kl_coef >= 0, non_negative),
-            "divergence_coef": (math.isfinite(self.divergence_coef) and self.divergence_coef >= 0, non_negative),
             "reference_samples": (self.reference_samples >= 1, at_least_one),
             "entropy_coef": (math.isfinite(self.entropy_coef) and self.entropy_coef >= 0, non_negative),
-            "maxent_entropy_target": (_is_entropy_target(self.maxent_entropy_target), "'auto' or a finite number"),
-            "maxent_entropy_auto_scale": (math.isfinite(self.maxent_entropy_auto_scale)
-                                          and self.maxent_entropy_auto_scale > 0, positive),
-            "maxent_entropy_auto_steps": (self.maxent_entropy_auto_steps >= 1, at_least_one),
             "entropy_controller": (self.entropy_controller in ENTROPY_CONTROLLERS,
                                    "one of " + ", ".join(ENTROPY_CONTROLLERS)),
-            "maxent_alpha_lr": (math.isfinite(self.maxent_alpha_lr) and self.maxent_alpha_lr > 0, positive),
-            "ips_epsilon": (math.isfinite(self.ips_epsilon) and self.ips_epsilon > 0, positive),
             "ips_outcome": (self.ips_outcome in IDEA_OUTCOMES, "one of " + ", ".join(IDEA_OUTCOMES)),
-            "semantic_threshold": (-1 <= self.semantic_threshold <= 1, "a cosine similarity in [-1, 1]"),
-            "qd_beta_new": (math.isfinite(self.qd_beta_new) and self.qd_beta_new >= 0, non_negative),
-            "qd_beta_imp": (math.isfinite(self.qd_beta_imp) and self.qd_beta_imp >= 0, non_negative),
-            "novelty_memory_size": (self.novelty_memory_size >= 1, at_least_one),
-            "novelty_k": (self.novelty_k >= 1, at_least_one),
-            "novelty_coef": (math.isfinite(self.novelty_coef) and self.novelty_coef >= 0, non_negative),
-            "length_bins": (self.length_bins >= 1, at_least_one),
-            "population_size": (self.population_size >= 1, at_least_one),
-            "population_interval": (self.population_interval >= 1, at_least_one),
-            "population_top_m": (1 <= self.population_top_m <= self.population_size,
-                                 f"in [1, --population-size] = [1, {self.population_size}]"),
-            "population_sigma": (math.isfinite(self.population_sigma) and self.population_sigma >= 0, non_negative),
-            "count_bonus_coef": (math.isfinite(self.count_bonus_coef) and self.count_bonus_coef >= 0, non_negative),
-            "count_bonus_scope": (self.count_bonus_scope in COUNT_SCOPES, "one of " + ", ".join(COUNT_SCOPES)),
-            "unlikeliness_beta": (0 <= self.unlikeliness_beta <= 1, "in [0, 1]"),
-            "passk": (self.passk >= 1, at_least_one),
-            "cov_ratio": (0 < self.cov_ratio <= 1, "in (0, 1]"),
-            "cov_kl_coef": (math.isfinite(self.cov_kl_coef) and self.cov_kl_coef >= 0, non_negative),
             "clip_high": (math.isfinite(self.clip_high) and self.clip_high > 0, positive),
             "top_entropy_quantile": (0 < self.top_entropy_quantile <= 1, "in (0, 1]"),
-            "flowrl_beta": (math.isfinite(self.flowrl_beta) and self.flowrl_beta > 0, positive),
             "optimizer": (self.optimizer in ("adam", "sgd"), "adam or sgd"),
             "adv_scale": (self.adv_scale in ("group", "batch", "none"), "group, batch or none"),
         }
@@ -173,19 +138,49 @@ class TrainConfig:
                     for name, (ok, rule) in rules.items() if not ok]
         if problems:
             raise ValueError("; ".join(problems))
+        specs = method_fields()
+        unknown = sorted(set(self.method_fields) - specs.keys())
+        if unknown:
+            raise ValueError(f"unknown option(s) {', '.join(unknown)}: a toy run takes the toy's options and the "
+                             "registered divrl methods' DivRLConfig fields")
+        derived = sorted(set(self.method_fields) & set(TOY_DERIVED))
+        if derived:
+            raise ValueError(f"{', '.join(derived)} are set by the toy from its environment and --ips-outcome")
+        toy_method_args(None, Method(name="grpo"), self)  # the methods' own checks of the fields, every method off
 
+    def __getattr__(self, name: str) -> Any:
+        if name in method_fields():
+            return self.method_value(name)
+        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
 
-def _is_entropy_target(value: float | str) -> bool:
-    try:
-        parse_entropy_target(value)
-    except ValueError:
-        return False
-    return True
+    def method_value(self, name: str) -> Any:
+        """Method field `name` where its method is on: as set for the run, else the toy's value
+        (`TOY_METHOD_DEFAULTS`), else its method's preset (`presets_of`), else its `DivRLConfig` default."""
+        for values in (self.method_fields, TOY_METHOD_DEFAULTS, presets_of(*REGISTRY)):
+            if name in values:
+                return values[name]
+        return _default(method_fields()[name])
+
+    def record(self) -> dict[str, Any]:
+        """The run's settings for metrics.json: the toy's options, then every method field's `method_value`."""
+        own = {spec.name: getattr(self, spec.name) for spec in fields(ToyOptions) if spec.name != "method_fields"}
+        return own | {name: self.method_value(name) for name in method_fields()}
 
 
 def option_flag(name: str) -> str:
-    """The `divrl toy` flag that sets TrainConfig field `name` (the field name where there is none)."""
-    return TRAIN_OPTIONS[name][0] if name in TRAIN_OPTIONS else name
+    """The `divrl toy` flag that sets option or method field `name` (the field name for an option with none)."""
+    return flag(name) if name in TRAIN_OPTIONS or name in method_fields() else name
+
+
+def method_fields() -> dict[str, Any]:
+    """Every registered method's `DivRLConfig` field: name -> dataclass field."""
+    return {spec.name: spec for cls in config_classes() for spec in fields(cls)}
+
+
+def _default(spec: Any) -> Any:
+    """A dataclass field's default (a preset's `Unset` marker gives its value)."""
+    value = spec.default_factory() if spec.default is MISSING else spec.default
+    return value.value if isinstance(value, Unset) else value
 
 
 @dataclass
@@ -207,14 +202,10 @@ class Trainer:
         if cfg.ips_exact and isinstance(env, IdeaEnv):
             raise ValueError("--ips-exact needs a tabular environment (bandit, multiplicity, hypergrid): "
                              "ideas are continuous, their outcome probability is not known exactly")
-        if "passk" in method and not 2 <= cfg.passk < cfg.group_size:
-            raise ValueError(f"passk needs 2 <= --passk < --group-size, got --passk {cfg.passk} with "
-                             f"--group-size {cfg.group_size}")
-        if "klcov" in method and cfg.updates_per_batch < 2:
-            raise ValueError("klcov penalises |log pi - log pi_old|, which is 0 with zero gradient on a batch's first "
-                             "update: set --updates 2 or more")
         self.env, self.method, self.cfg, self.seeds = env, method, cfg, seeds
-        self.members = cfg.population_size if "pop" in method else 1
+        # The divrl methods' fields of this run, checked by the methods (`divrl.methods`).
+        self.method_args = args = toy_method_args(env, method, cfg)
+        self.members = args.population_size if args.population else 1
         num = len(seeds) * self.members
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         if isinstance(env, IdeaEnv):
@@ -234,12 +225,11 @@ class Trainer:
         optimizer = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
         self.optimizer = optimizer(list(self.trainable.values()), lr=cfg.lr)
         # Each member's objects of the divrl methods it runs (`divrl.methods`): the LLM trainer's own, with their state.
-        self.method_args = _method_args(env, method, cfg)
         hooks = TaskHooks(behavior_dims=len(env.archive_dims))
         self.member_methods = [{m.name: m(self.method_args, hooks) for m in active(self.method_args)}
                                for _ in range(num)]
         self.alphas = [self._entropy_controller(methods) for methods in self.member_methods]
-        self.clusters = [LeaderClusters(cfg.semantic_threshold) for _ in range(num)]  # semantic keys of the metrics
+        self.clusters = [LeaderClusters(args.semantic_threshold) for _ in range(num)]  # semantic keys of the metrics
         self._keys: tuple[Rollout, torch.Tensor] | None = None  # this step's outcome keys (semantic ones are stateful)
         self.entropy = torch.zeros(num)  # mean token entropy per member of the latest batch, before its update
         self.ref_rollout: Rollout | None = None
@@ -251,16 +241,16 @@ class Trainer:
         """A member's entropy coefficient: MaxEnt's dual descent or TRL's rule (the toy's mirror of it) toward
         maxent_entropy_target (`entropy_controller`; 'default' picks as the LLM trainer does), or an idle one
         (alpha 0) without maxent."""
-        cfg = self.cfg
-        target = parse_entropy_target(cfg.maxent_entropy_target)
+        cfg, args = self.cfg, self.method_args
+        target = parse_entropy_target(cfg.maxent_entropy_target)  # also without maxent: its idle controller's
         controller = cfg.entropy_controller
         if controller == "default":
             controller = "trl" if target is None else "dual"
         if "maxent_entropy" in methods and controller == "trl":
-            return TRLAdaptiveEntropy(target, auto_scale=cfg.maxent_entropy_auto_scale,
-                                      auto_steps=cfg.maxent_entropy_auto_steps)
-        return AdaptiveEntropyCoefficient(target, cfg.maxent_alpha_lr, auto_scale=cfg.maxent_entropy_auto_scale,
-                                          auto_steps=cfg.maxent_entropy_auto_steps)
+            return TRLAdaptiveEntropy(target, auto_scale=args.maxent_entropy_auto_scale,
+                                      auto_steps=args.maxent_entropy_auto_steps)
+        return AdaptiveEntropyCoefficient(target, args.maxent_alpha_lr, auto_scale=args.maxent_entropy_auto_scale,
+                                          auto_steps=args.maxent_entropy_auto_steps)
 
     # -- sampling and rewards (one generator per seed) ------------------------------------------------
     def per_seed(self, tensor: torch.Tensor) -> list[torch.Tensor]:
@@ -309,7 +299,7 @@ class Trainer:
         shaped = rewards
         if "ips" in self.method and self.cfg.ips_exact:
             assert dist is not None
-            shaped = ips_scale_exact(rewards, torch.gather(dist, 1, rollout.outcomes), self.cfg.ips_epsilon)
+            shaped = ips_scale_exact(rewards, torch.gather(dist, 1, rollout.outcomes), self.method_args.ips_epsilon)
         views = _BatchViews(self, rollout)
         rows = []
         for p, methods in enumerate(self.member_methods):
@@ -453,7 +443,7 @@ class Trainer:
     def population_step(self, rollout: Rollout, rewards: torch.Tensor) -> None:
         """Per seed: score members S_k = d_k (1 + max R_k), soup the top M, restart all K from it + noise
         (flowrl's log Z included: it belongs to its member's policy)."""
-        cfg, k = self.cfg, self.members
+        args, k = self.method_args, self.members
         keys = rollout.outcomes
         for s, generator in enumerate(self.generators):
             block = range(s * k, (s + 1) * k)
@@ -463,13 +453,13 @@ class Trainer:
                 support = range(self.env.num_outcomes)
                 diversity = [outcome_entropy(empirical_distribution(keys[m].tolist(), support)) for m in block]
             scores = selection_scores(torch.tensor(diversity), rewards[s * k : (s + 1) * k].max(dim=1).values)
-            top = select_top(scores, cfg.population_top_m)
+            top = select_top(scores, args.population_top_m)
             soup = average_state_dicts([{n: p[s * k + m] for n, p in self.trainable.items()} for m in top])
             for name, param in self.trainable.items():
                 param[s * k : (s + 1) * k] = soup[name]
             # Each member's copy of each tensor moves by exactly population_sigma x the soup tensor's norm.
             perturb_relative_([param[s * k + m] for m in range(k) for param in self.trainable.values()],
-                              cfg.population_sigma, generator)
+                              args.population_sigma, generator)
 
     def step(self, step: int) -> tuple[Rollout, torch.Tensor, torch.Tensor | None]:
         """One sample-score-update iteration; returns the batch, its rewards and the pre-update distribution."""
@@ -481,33 +471,70 @@ class Trainer:
         if "maxent" in self.method:
             for alpha, h in zip(self.alphas, self.entropy.tolist()):
                 alpha.update(h)
-        if "pop" in self.method and (step + 1) % self.cfg.population_interval == 0:
+        if "pop" in self.method and (step + 1) % self.method_args.population_interval == 0:
             self.population_step(rollout, rewards)
         return rollout, rewards, dist
 
 
-def _method_args(env: Env, method: Method, cfg: TrainConfig) -> Any:
-    """The `divrl.methods` fields of a toy run: its components switch the methods on with the run's options (the one
-    place where the toy's component labels meet `DivRLConfig`'s field names)."""
+# Method fields the toy sets from its environment (the QD grid) and its options (what one outcome is).
+TOY_DERIVED = ("ips_outcome_key", "qd_dims", "qd_ranges")
+
+
+@dataclass
+class TrainerFields:
+    """The GRPOConfig fields the methods' `validate` reads, at what a toy run amounts to: groups of `num_generations`
+    samples scaled by `scale_rewards`, `num_iterations` passes over each batch, one generation per step and no vLLM.
+    The toy's fixed entropy bonus is its own term: TRL's `entropy_coef`, which maxent drives, stays 0."""
+
+    num_generations: int = 2
+    scale_rewards: str = "group"
+    num_iterations: int = 1
+    gradient_accumulation_steps: int = 1
+    steps_per_generation: int = 1
+    use_vllm: bool = False
+    vllm_importance_sampling_correction: bool = False
+    vllm_importance_sampling_mode: str = "sequence_mask"
+    multi_objective_aggregation: str = "sum_then_normalize"
+    use_adaptive_entropy: bool = False
+    entropy_coef: float = 0.0
+    entropy_target: float = 0.0
+    temperature: float = 1.0
+
+
+def toy_method_args(env: Env | None, method: Method, cfg: TrainConfig) -> Any:
+    """The `divrl.methods` fields of a toy run, checked by every registered method's `validate` (errors name the
+    `divrl toy` flag): each field at `cfg.method_value`, its components' variant settings over it, except the switch
+    of a method that a component label could turn on and this run's do not (its default: off); `env` (None: no
+    environment yet) and the toy's options set the TOY_DERIVED fields."""
+    switched, settings = method.switched(), method.variants()
+    labelled = {name for component in components().values() for name in component.methods}
+    values: dict[str, Any] = {}
+    for registered in REGISTRY.values():
+        for spec in fields(registered.Config):
+            off = spec.name == registered.switch and registered.name in labelled - switched
+            values[spec.name] = (_default(spec) if off else settings[spec.name] if spec.name in settings
+                                 else cfg.method_value(spec.name))
     semantic = isinstance(env, IdeaEnv) and cfg.ips_outcome == "semantic"
-    maxent = "maxent" in method
-    return method_args(
-        ips="ips" in method and not cfg.ips_exact, ips_epsilon=cfg.ips_epsilon,
-        ips_outcome_key="semantic" if semantic else "task", semantic_threshold=cfg.semantic_threshold,
-        qd="qd" in method, qd_dims=list(env.archive_dims), qd_ranges=[list(r) for r in env.archive_ranges],
-        qd_beta_new=cfg.qd_beta_new, qd_beta_imp=cfg.qd_beta_imp,
-        maxent_entropy_target=cfg.maxent_entropy_target if maxent else None,
-        maxent_entropy_auto_scale=cfg.maxent_entropy_auto_scale,
-        maxent_entropy_auto_steps=cfg.maxent_entropy_auto_steps,
-        maxent_alpha_lr=cfg.maxent_alpha_lr, novelty_coef=cfg.novelty_coef if maxent else 0.0,
-        novelty_memory_size=cfg.novelty_memory_size, novelty_k=cfg.novelty_k,
-        length_bins=cfg.length_bins if maxent else 0,
-        count_bonus_coef=cfg.count_bonus_coef if "count" in method else 0.0, count_bonus_scope=cfg.count_bonus_scope,
-        unlikeliness_beta=cfg.unlikeliness_beta if "unlikely" in method else 0.0,
-        passk=cfg.passk if "passk" in method else 0,
-        zero_flat_groups=cfg.zero_flat_groups, cov_method=method.choice(COVARIANCE_OF), cov_ratio=cfg.cov_ratio,
-        cov_clip_bounds=[1.0, 5.0], cov_kl_coef=cfg.cov_kl_coef,
-        divergence=method.choice(DIVERGENCE_OF), divergence_coef=cfg.divergence_coef)
+    values["ips_outcome_key"] = "semantic" if semantic else "task"
+    values["ips"] = values["ips"] and not cfg.ips_exact  # --ips-exact divides by the exact probability instead
+    if env is not None:
+        values["qd_dims"], values["qd_ranges"] = list(env.archive_dims), [list(r) for r in env.archive_ranges]
+    args_class = dataclass(type("ToyMethodArgs", (*config_classes(), TrainerFields), {}))
+    args = args_class(**values, num_generations=cfg.group_size, scale_rewards=cfg.adv_scale,
+                      num_iterations=cfg.updates_per_batch)
+    try:
+        for registered in REGISTRY.values():
+            registered.validate(args)
+    except ValueError as error:
+        raise ValueError(_toy_flags(str(error))) from None
+    return args
+
+
+def _toy_flags(message: str) -> str:
+    """A method's validation message in the toy's words: `DivRLConfig.<field>` and the GRPOConfig fields a toy option
+    stands for become their `divrl toy` flags."""
+    message = re.sub(r"DivRLConfig\.(\w+)", lambda match: option_flag(match.group(1)), message)
+    return re.sub(r"\b(" + "|".join(TRAINER_FLAGS) + r")\b", lambda match: TRAINER_FLAGS[match.group(1)], message)
 
 
 def _no_texts() -> list[str]:
