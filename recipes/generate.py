@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from divrl.toy.methods import component_settings
+
 ROOT = Path(__file__).parent
 
 # Task settings: the IPS paper's (appendix B) for HypoSpace; cheap MPO for molecules; the execution-rewards paper's
@@ -28,21 +30,23 @@ TASKS: dict[str, dict[str, Any]] = {
 # and on the Qwen3-4B families that the RL-for-LLM community trains it with.
 TASK_FAMILIES: dict[str, tuple[str, ...]] = {"countdown": ("embedded-cpu", "qwen3-4b", "qwen3-4b-vllm")}
 
-# Method settings: the seeds' defaults (000 for QD / MaxEnt / population, 001 for IPS, 004 for divergences), except
-# MaxEnt's entropy target: 'auto' holds the start's entropy (issue 42: H* = 1.0 wrecked warm-started policies).
+# Method settings: each method's name is a `divrl toy` component (`divrl.toy.methods`), whose settings switch its
+# registered methods on at their presets (the method files' `preset`) and pick its variant; the rest are the seeds'
+# defaults (000 for QD / MaxEnt / population, 001 for IPS, 004 for divergences) and TRL's own levers. MaxEnt's preset
+# entropy target is 'auto': it holds the start's entropy (issue 42: H* = 1.0 wrecked warm-started policies).
+POPULATION = {**component_settings("pop"), "population_size": 5, "population_top_m": 3, "population_interval": 10}
 METHODS: dict[str, dict[str, Any]] = {
     "grpo": {},
-    "ips": {"ips": True},
-    "qd": {"qd": True, "qd_beta_new": 0.5, "qd_beta_imp": 0.3},
-    "maxent": {"maxent_entropy_target": "auto", "novelty_coef": 0.3, "length_bins": 3},
-    "fkl": {"divergence": "forward_kl", "divergence_coef": 0.05},
-    "js": {"divergence": "js", "divergence_coef": 0.05},
-    "pop": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10},
-    "pop-ips-qd": {"population": True, "population_size": 5, "population_top_m": 3, "population_interval": 10,
-                   "ips": True, "qd": True},
-    "count": {"count_bonus_coef": 0.5},  # historical outcome-count UCB (Song, Kempe & Munos 2025); c: divrl choice
-    "unlikely": {"unlikeliness_beta": 0.25},  # Rewarding the Unlikely (He, Fried & Welleck 2025): their release's beta
-    "passk": {"passk": 4},  # Pass@k Training (Chen et al. 2025), k = half the group of 8 (divrl choice)
+    "ips": component_settings("ips"),
+    "qd": {**component_settings("qd"), "qd_beta_new": 0.5, "qd_beta_imp": 0.3},
+    "maxent": component_settings("maxent"),
+    "fkl": {**component_settings("fkl"), "divergence_coef": 0.05},
+    "js": {**component_settings("js"), "divergence_coef": 0.05},
+    "pop": POPULATION,
+    "pop-ips-qd": {**POPULATION, **component_settings("ips"), **component_settings("qd")},
+    "count": component_settings("count"),  # historical outcome-count UCB (Song, Kempe & Munos 2025); c: divrl choice
+    "unlikely": component_settings("unlikely"),  # Rewarding the Unlikely (He, Fried & Welleck 2025): their beta
+    "passk": component_settings("passk"),  # Pass@k Training (Chen et al. 2025), k = half the group of 8 (divrl choice)
     # TRL's own levers, as baselines beside divrl's methods: DAPO's clip-higher (epsilon_high 0.28; on a batch used
     # once the ratio is 1 and no clip binds, so two passes per generation as DAPO's mini-batches) and "Beyond the
     # 80/20 Rule"'s policy loss on the top 20% highest-entropy tokens.
@@ -50,9 +54,9 @@ METHODS: dict[str, dict[str, Any]] = {
     "top-entropy": {"top_entropy_quantile": 0.2},
     # "The Entropy Mechanism of RL for Reasoning LMs" (Cui et al. 2025): verl's clip_cov / kl_cov defaults; KL-Cov
     # needs a reused batch (two passes over each generation).
-    "clip-cov": {"cov_method": "clip_cov", "cov_ratio": 2e-4},
-    "kl-cov": {"cov_method": "kl_cov", "cov_ratio": 2e-4, "num_iterations": 2},
-    "flowrl": {"flowrl": True},  # baseline of the IPS paper's comparisons (Zhu et al. 2025 defaults: beta 15, clip 0.2)
+    "clip-cov": {**component_settings("clip-cov"), "cov_ratio": 2e-4},
+    "kl-cov": {**component_settings("kl-cov"), "cov_ratio": 2e-4, "num_iterations": 2},
+    "flowrl": component_settings("flowrl"),  # the IPS paper's baseline (Zhu et al. 2025 defaults: beta 15, clip 0.2)
 }
 
 COMMON: dict[str, Any] = {
