@@ -221,8 +221,8 @@ def _field_uses(tree: Any, name: str) -> bool:
 
 def test_a_stage_methods_switch_is_used_in_its_own_file_and_at_most_one_aggregator() -> None:
     """Issue 30's criterion: a reward / advantage / loss method's code outside divrl.core is its method file; its
-    switch field is used there and in at most one other file of src/divrl outside core/ (the toy runner, which maps
-    the toy's component labels onto DivRLConfig fields)."""
+    switch field is used there and in at most one other file of src/divrl outside core/ (the toy backend reaches the
+    fields through the registry; its runner reads a few of its own, e.g. passk as its pass@k metric's k)."""
     import ast
     import inspect
 

@@ -148,3 +148,24 @@ def test_old_flags_still_work_with_a_warning(capsys):
     new = train_config(parser.parse_args([*common, "--count-bonus-coef", "0.7", "--population-top-m", "2"]))
     assert capsys.readouterr().err == ""
     assert old == new and (new.count_bonus_coef, new.population_top_m) == (0.7, 2)
+
+
+def test_method_flags_are_the_registry_fields_and_load_it_only_for_toy() -> None:
+    """Every number or text field of a registered method is a `divrl toy` flag with its help; `divrl --help` does
+    not import the registry (torch)."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    from divrl.methods import REGISTRY
+    from divrl.toy.cli import method_flags
+
+    flags = method_flags()
+    assert {"count_bonus_coef", "qd_beta_new", "novelty_coef", "unlikeliness_beta", "passk", "population_size",
+            "maxent_entropy_target", "flowrl_beta", "qd_min_reward"} <= set(flags)
+    assert "ips" not in flags and "qd_dims" not in flags  # switched by --methods; set from the environment
+    help_text = dataclasses.fields(REGISTRY["count_bonus"].Config)[0].metadata["help"]
+    assert flags["count_bonus_coef"][1].startswith("count_bonus: " + help_text[:40])
+    code = ("import sys; from divrl.cli import build_parser; build_parser(); "
+            "assert 'divrl.methods' not in sys.modules and 'torch' not in sys.modules")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0

@@ -386,3 +386,84 @@ def test_trl_entropy_mirror_follows_trl_rule_with_grpo_config_defaults():
         applied.append(control.coefficient)
     # coef: 0.4, 0.8, 0.4 (above target), 0.8, 1.0 (capped), 1.0; applied only after a step at or below target
     assert applied == pytest.approx([0.4, 0.8, 0.0, 0.8, 1.0, 1.0])
+
+
+def test_a_reward_method_registered_in_one_file_runs_on_the_toy() -> None:
+    """README "Add a method": the method file's registration alone makes it a toy component (its name, '_' as '-'),
+    at its preset, with its fields as TrainConfig options checked by its own `validate`."""
+    from dataclasses import dataclass, field
+    from typing import Any
+
+    from divrl.methods import REGISTRY, RewardStep, Stage, register
+    from divrl.methods import Method as DivRLMethod
+
+    @dataclass
+    class RewardedBonusConfig:
+        rewarded_bonus: float = field(default=0.0, metadata={"help": "Bonus for a rewarded sample. Default 0.0."})
+
+    @register
+    class RewardedBonus(DivRLMethod):
+        """REWARD: the bonus column gains `rewarded_bonus` for each sample the task rewards."""
+
+        name = "rewarded_bonus"
+        switch = "rewarded_bonus"
+        stage = Stage.REWARD
+        order = 60
+        Config = RewardedBonusConfig
+        preset = {"rewarded_bonus": 0.5}  # noqa: RUF012
+        bonus = True
+
+        @classmethod
+        def enabled(cls, args: Any) -> bool:
+            return args.rewarded_bonus > 0
+
+        @classmethod
+        def validate(cls, args: Any) -> None:
+            if args.rewarded_bonus < 0:
+                raise ValueError(f"DivRLConfig.rewarded_bonus must be >= 0, got {args.rewarded_bonus}")
+
+        def shape_rewards(self, step: RewardStep) -> None:
+            step.bonus += self.args.rewarded_bonus * (step.primary > 0)
+
+    try:
+        env = make_bandit([0, 1, 2, 3])
+        rollout = fixed_rollout([0, 1, 2, 3])
+        rewards = env.outcome_rewards[rollout.outcomes]
+        preset = Trainer(env, Method.parse("ips+rewarded-bonus"), TrainConfig(steps=1, group_size=4, lr=0.1), [0])
+        assert preset.shaped_rewards(rollout, rewards, None).tolist() == [[0.0, 4.5, 8.5, 12.5]]  # after IPS
+        cfg = TrainConfig(steps=2, group_size=4, lr=0.1, rewarded_bonus=2.0)
+        assert Trainer(env, Method.parse("rewarded-bonus"), cfg, [0]).shaped_rewards(
+            rollout, rewards, None).tolist() == [[0.0, 3.0, 4.0, 5.0]]
+        assert Trainer(env, Method.parse("grpo"), cfg, [0]).shaped_rewards(rollout, rewards, None).equal(rewards)
+        assert np.isfinite(train(env, "rewarded-bonus", cfg, [0]).curves["l1_to_target"]).all()
+        with pytest.raises(ValueError, match="--rewarded-bonus must be >= 0, got -1"):  # in the runs it is on in
+            Trainer(env, Method.parse("rewarded-bonus"), TrainConfig(steps=1, group_size=4, lr=0.1,
+                                                                     rewarded_bonus=-1.0), [0])
+    finally:
+        REGISTRY.pop(RewardedBonus.name)
+
+
+def test_old_component_labels_are_aliases_that_warn_once(capsys) -> None:
+    import divrl.toy.methods
+
+    divrl.toy.methods._warned.discard("cliphigher")
+    assert Method.parse("cliphigher+ips").components == {"clip-higher", "ips"}
+    assert "'cliphigher' is deprecated, use 'clip-higher'" in capsys.readouterr().err
+    assert "cliphigher" in Method.parse("cliphigher") and "clip-higher" in Method.parse("clip-higher")
+    assert capsys.readouterr().err == ""
+
+
+def test_method_settings_come_from_the_registry() -> None:
+    """A method field is the component's preset where it is on, the toy's documented value, or the field default."""
+    from divrl.methods import presets_of
+    from divrl.toy.options import TOY_METHOD_DEFAULTS
+
+    cfg = TrainConfig(steps=1, group_size=8, lr=0.1)
+    on = toy_method_args(BANDIT, Method.parse("count+passk+maxent"), cfg)
+    assert (on.count_bonus_coef, on.passk) == (presets_of("count_bonus")["count_bonus_coef"],
+                                               presets_of("passk")["passk"])
+    assert on.maxent_entropy_target == TOY_METHOD_DEFAULTS["maxent_entropy_target"]
+    off = toy_method_args(BANDIT, Method.parse("grpo"), cfg)
+    assert (off.count_bonus_coef, off.passk, off.maxent_entropy_target) == (0.0, 0, None)
+    with pytest.raises(ValueError, match="unknown option"):
+        TrainConfig(steps=1, group_size=8, lr=0.1, temperature=1.0)

@@ -104,9 +104,9 @@ class ToyOptions:
 
 
 class TrainConfig(ToyOptions):
-    """A toy run's settings: the toy's own options and any registered divrl method field by its `DivRLConfig` name,
-    e.g. `TrainConfig(steps=100, group_size=8, lr=0.05, count_bonus_coef=1.0)`; `cfg.<method field>` reads the value
-    the field takes where its method is on (`method_value`). The methods' own `validate` checks the fields."""
+    """A toy run's settings: the toy's own options and, as keywords, any registered divrl method field by its
+    `DivRLConfig` name; `cfg.<method field>` reads the value the field takes where its method is on (`method_value`).
+    The methods' own `validate` checks the fields."""
 
     def __init__(self, *args: Any, **values: Any) -> None:
         own = {spec.name for spec in fields(ToyOptions)}
