@@ -11,11 +11,14 @@ checks and checkpoints) read the registry instead of naming methods.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
+
+from divrl.methods.metrics import log_global_means
 
 
 class Stage(enum.Enum):
@@ -24,7 +27,7 @@ class Stage(enum.Enum):
     REWARD = "reward"  # shapes the global batch's rewards in group order, before TRL normalises them
     ADVANTAGE = "advantage"  # replaces or edits the advantages TRL computed from the rewards
     LOSS = "loss"  # edits TRL's loss forward or adds a term to its loss
-    OBJECTIVE = "objective"  # replaces GRPO's surrogate (a mixin of the trainer today: FlowRL)
+    OBJECTIVE = "objective"  # replaces GRPO's surrogate (`surrogate_inputs` + `objective_term`: FlowRL)
     OUTER = "outer"  # acts around the steps (the population's members, selection and soup)
 
 
@@ -104,8 +107,15 @@ class Method:
         """Whether the sampler's per-token log-probs must be kept for this step (unlikeliness)."""
         return False
 
+    @classmethod
+    def drives_entropy_bonus(cls, args: Any) -> bool:
+        """Whether this LOSS method drives TRL's entropy bonus through `LossContext.entropy_bonus` (MaxEnt): the
+        trainer then enables TRL's bonus and hands the bonus to each loss."""
+        return False
+
     def configure_trainer(self, trainer: Any) -> None:
-        """Called once after TRL's `__init__`, for a method that sets a trainer attribute TRL reads."""
+        """Called once after TRL's `__init__`, for a method that wires something into the trainer it runs in
+        (FlowRL's log Z head: its optimizer groups and callback)."""
 
     # ------------------------------------------------------------------ learned state
     def has_state(self) -> bool:
@@ -131,16 +141,26 @@ class Method:
         """ADVANTAGE: a bool mask of global rows whose advantage becomes exactly 0 (None: none)."""
         return None
 
-    def before_loss(self, trainer: Any) -> None:
-        """LOSS: called before TRL's loss of each micro-batch."""
+    def before_loss(self, context: LossContext) -> None:
+        """LOSS: called before TRL's loss of each micro-batch (e.g. to set `context.entropy_bonus`)."""
 
-    def edit_loss_logps(self, trainer: Any, inputs: dict[str, Any], per_token_logps: torch.Tensor) -> torch.Tensor:
+    def edit_loss_logps(self, context: LossContext, inputs: dict[str, Any], per_token_logps: torch.Tensor
+                        ) -> torch.Tensor:
         """LOSS: edit the per-token log-probs of TRL's loss forward of `inputs` while TRL's loss runs (training
         only)."""
         return per_token_logps
 
     def loss_term(self, step: LossStep) -> torch.Tensor | None:
         """LOSS: a term added to TRL's loss of this micro-batch (None: nothing)."""
+        return None
+
+    def surrogate_inputs(self, inputs: dict[str, Any], training: bool) -> dict[str, Any]:
+        """OBJECTIVE: the inputs TRL's loss runs on instead of `inputs` (FlowRL: zeroed advantages, so that GRPO's
+        surrogate is 0 and only TRL's KL, entropy and aux terms remain)."""
+        return inputs
+
+    def objective_term(self, step: LossStep) -> torch.Tensor | None:
+        """OBJECTIVE: the objective that replaces GRPO's surrogate on this micro-batch (None: nothing)."""
         return None
 
 
@@ -238,12 +258,47 @@ class AdvantageStep:
 
 
 @dataclass
-class LossStep:
-    """What LOSS methods read: one micro-batch's loss forward (`per_token_logps`, `entropies`), its `inputs`, the
-    loss mask, the gradient-accumulation divisor, the mode ('train' / 'eval') and the trainer (for its model
-    forwards and metrics)."""
+class EntropyBonus:
+    """TRL's entropy bonus as a LOSS method drives it (MaxEnt): the trainer hands these values to TRL's loss and
+    reads back what TRL's adaptive controller changed. `coef`: the coefficient; `adaptive`: TRL's
+    `use_adaptive_entropy` rule toward `target`, which steps `coef` at each optimizer step and records the step's
+    `last_world_entropy` (the bonus applies only while that entropy is at or below the target)."""
 
-    trainer: Any
+    coef: float = 0.0
+    adaptive: bool = False
+    target: float | None = None
+    last_world_entropy: float = math.inf
+
+
+@dataclass
+class LossContext:
+    """What LOSS and OBJECTIVE methods may use of the trainer running them, and nothing more: the accelerator
+    (processes, device, reductions, `sync_gradients`), the metrics sink, a policy forward, the tokenizer's pad id,
+    TRL's clipping settings and the entropy bonus to drive. DivRLTrainer builds one after TRL's `__init__`."""
+
+    accelerator: Any
+    metrics: dict[str, dict[str, list[float]]]  # mode ('train' / 'eval') -> metric name -> values (TRL's `_metrics`)
+    # the policy's per-token log-probs of a batch (input_ids, attention_mask, completion_mask) under `model`
+    policy_logps: Callable[[Any, dict[str, torch.Tensor]], torch.Tensor]
+    causal_lm: Callable[[Any], Any]  # the (possibly wrapped, PEFT) model's causal LM: FlowRL's prompt pass
+    pad_token_id: int | None
+    epsilon_low: float
+    epsilon_high: float
+    loss_type: str
+    entropy_bonus: EntropyBonus = field(default_factory=EntropyBonus)
+
+    def log_means(self, mode: str, sums: dict[str, torch.Tensor], count: torch.Tensor) -> None:
+        """Log each of `sums` divided by `count`, both summed over all processes (a global masked mean)."""
+        log_global_means(self.accelerator, self.metrics[mode], sums, count)
+
+
+@dataclass
+class LossStep:
+    """What LOSS and OBJECTIVE methods read: one micro-batch's loss forward (`per_token_logps`, `entropies`), its
+    `inputs`, the loss mask, the gradient-accumulation divisor, the mode ('train' / 'eval') and the loss context
+    (the trainer's narrow interface)."""
+
+    context: LossContext
     model: Any
     inputs: dict[str, Any]
     per_token_logps: torch.Tensor

@@ -13,8 +13,7 @@ import torch
 from divrl.core import clip_cov_selection, kl_cov_selection, ppo_clipped, token_covariance
 from divrl.methods import papers
 from divrl.methods._fields import Unset, _help, check, check_choice
-from divrl.methods.base import Card, LossStep, Method, Stage, register
-from divrl.methods.metrics import log_global_means
+from divrl.methods.base import Card, LossContext, LossStep, Method, Stage, register
 
 COVARIANCE_METHODS = ("clip_cov", "kl_cov")
 _CARDS = {"clip_cov": Card("Clip-Cov", "clip-cov", papers.ENTROPY_MECHANISM),
@@ -91,7 +90,8 @@ class Covariance(Method):
         excluded = None if clipped is None else clipped & (mask > 0)
         return clip_cov_selection(covariance, self.args.cov_ratio, low, high, excluded=excluded, generator=generator)
 
-    def edit_loss_logps(self, trainer: Any, inputs: dict[str, Any], per_token_logps: torch.Tensor) -> torch.Tensor:
+    def edit_loss_logps(self, context: LossContext, inputs: dict[str, Any], per_token_logps: torch.Tensor
+                        ) -> torch.Tensor:
         """Clip-Cov: the log-probs with the selected tokens detached (no policy gradient through them)."""
         if self.args.cov_method != "clip_cov":
             return per_token_logps
@@ -99,9 +99,9 @@ class Covariance(Method):
         advantages = inputs["advantages"]
         old = inputs.get("old_per_token_logps")
         log_ratio = per_token_logps.detach() - (per_token_logps.detach() if old is None else old)
-        clipped = ppo_clipped(advantages, log_ratio, trainer.epsilon_low, trainer.epsilon_high)
+        clipped = ppo_clipped(advantages, log_ratio, context.epsilon_low, context.epsilon_high)
         selected = self.select(per_token_logps, advantages, mask, clipped)
-        _log_selection(trainer, selected, mask)
+        _log_selection(context, selected, mask)
         return torch.where(selected, per_token_logps.detach(), per_token_logps)
 
     def loss_term(self, step: LossStep) -> torch.Tensor | None:
@@ -111,12 +111,11 @@ class Covariance(Method):
         if self.args.cov_method != "kl_cov" or step.mode != "train" or inputs.get("old_per_token_logps") is None:
             return None
         selected = self.select(step.per_token_logps, inputs["advantages"], step.mask)
-        _log_selection(step.trainer, selected, step.mask.bool())
+        _log_selection(step.context, selected, step.mask.bool())
         penalty = (step.per_token_logps - inputs["old_per_token_logps"]).abs() * selected * step.mask
         return self.args.cov_kl_coef * penalty.sum() / step.mask.sum().clamp(min=1.0) / step.accumulation
 
 
-def _log_selection(trainer: Any, selected: torch.Tensor, mask: torch.Tensor) -> None:
+def _log_selection(context: LossContext, selected: torch.Tensor, mask: torch.Tensor) -> None:
     """Log `cov/selected_fraction`: the share of completion tokens Clip-Cov / KL-Cov acted on (global)."""
-    log_global_means(trainer.accelerator, trainer._metrics["train"], {"cov/selected_fraction": selected.sum()},
-                     mask.sum())
+    context.log_means("train", {"cov/selected_fraction": selected.sum()}, mask.sum())

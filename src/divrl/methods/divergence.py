@@ -15,7 +15,6 @@ from divrl.core.divergence import DIVERGENCES, truncated_importance_weights
 from divrl.methods import papers
 from divrl.methods._fields import Unset, _help, check, check_choice
 from divrl.methods.base import Card, LossStep, Method, Stage, register
-from divrl.methods.metrics import log_global_means
 from divrl.methods.rehearsal import RehearsalSet
 
 DIVERGENCE_ESTIMATORS = ("policy", "rehearsal")
@@ -120,20 +119,19 @@ class Divergence(Method):
         """coef x masked token mean of the per-token divergence, scaled for gradient accumulation; logs it."""
         mask = mask.to(per_token.dtype)
         value = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
-        log_global_means(step.trainer.accelerator, step.trainer._metrics[mode],
-                         {f"divergence/{self.args.divergence}": (per_token * mask).sum()}, mask.sum())
+        step.context.log_means(mode, {f"divergence/{self.args.divergence}": (per_token * mask).sum()}, mask.sum())
         return self.args.divergence_coef * value / step.accumulation
 
     def _rehearsal_term(self, step: LossStep) -> torch.Tensor:
         """The divergence estimated on the next rehearsal rows (reference samples): one extra policy forward."""
-        trainer = step.trainer
+        context = step.context
+        accelerator = context.accelerator
         size = self.args.divergence_rehearsal_batch_size
-        start = self.cursor + trainer.accelerator.process_index * size
-        batch = self.rehearsal.batch(range(start, start + size), trainer._tokenizer.pad_token_id)
-        self.cursor = (self.cursor + size * trainer.accelerator.num_processes) % len(self.rehearsal)
-        batch = {k: v.to(trainer.accelerator.device) for k, v in batch.items()}
-        policy_logps, _, _ = trainer._get_per_token_logps_and_entropies(
-            step.model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"].shape[1])
+        start = self.cursor + accelerator.process_index * size
+        batch = self.rehearsal.batch(range(start, start + size), context.pad_token_id)
+        self.cursor = (self.cursor + size * accelerator.num_processes) % len(self.rehearsal)
+        batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+        policy_logps = context.policy_logps(step.model, batch)
         per_token = self.on_reference_samples(policy_logps, batch["ref_logps"].to(policy_logps.dtype))
         return self._term(step, per_token, batch["completion_mask"], "train")
 
@@ -149,11 +147,11 @@ def _behaviour_correction(step: LossStep) -> torch.Tensor | None:
     generation) and/or by vLLM (TRL's importance_sampling_ratio, already bounded by TRL); None when it is
     on-policy. pi / pi_old is truncated as TRL bounds its own ratio: to [1 - epsilon, 1 + epsilon_high], or at
     epsilon_high for CISPO (`divrl.core.truncated_importance_weights`), which bounds the estimate's variance."""
-    trainer, inputs = step.trainer, step.inputs
+    context, inputs = step.context, step.inputs
     weight = None
     if inputs.get("old_per_token_logps") is not None:
-        low, high = ((None, trainer.epsilon_high) if trainer.loss_type == "cispo"
-                     else (max(0.0, 1 - trainer.epsilon_low), 1 + trainer.epsilon_high))
+        low, high = ((None, context.epsilon_high) if context.loss_type == "cispo"
+                     else (max(0.0, 1 - context.epsilon_low), 1 + context.epsilon_high))
         weight = truncated_importance_weights(step.per_token_logps - inputs["old_per_token_logps"], low, high)
     if inputs.get("importance_sampling_ratio") is not None:
         ratio = inputs["importance_sampling_ratio"]

@@ -32,6 +32,7 @@ the target log Z(x) depends on the reference and the reward only, not on the mem
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,8 +43,7 @@ from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, TrajectoryBal
 from divrl.core.masked import masked_mean
 from divrl.methods import papers
 from divrl.methods._fields import Unset, _help
-from divrl.methods.base import Card, LossStep, Method, Stage, register
-from divrl.methods.metrics import log_global_means
+from divrl.methods.base import Card, LossContext, LossStep, Method, Stage, register
 
 # FlowRL's reference code: ProjZModule(hidden_size, num_layers=3, dropout=0.1), width = the model's hidden size.
 FLOWRL_LOG_Z_LAYERS = 3
@@ -157,7 +157,8 @@ class FlowRL(Method):
     def __init__(self, args: Any, hooks: Any) -> None:
         super().__init__(args, hooks)
         self.head: LogZHead | None = None
-        self.trainer: Any = None
+        self._accelerator: Any = None  # the trainer's, for the head's gradient reduction
+        self._decay_parameter_names: Callable[[Any], list[str]] | None = None  # the Trainer's weight-decay rule
 
     @classmethod
     def enabled(cls, args: Any) -> bool:
@@ -185,7 +186,7 @@ class FlowRL(Method):
             torch.manual_seed(args.seed)
             head = LogZHead(hidden_size, args.flowrl_log_z_layers, args.flowrl_log_z_width, args.flowrl_log_z_dropout)
         self.head = head.to(trainer.accelerator.device)
-        self.trainer = trainer
+        self._accelerator, self._decay_parameter_names = trainer.accelerator, trainer.get_decay_parameter_names
         trainer.log_z_head = self.head
         trainer.add_callback(_LogZHeadCallback(self))
 
@@ -202,7 +203,7 @@ class FlowRL(Method):
         if id(next(head.parameters())) in {id(p) for group in optimizer.param_groups for p in group["params"]}:
             return
         lr = args.learning_rate if args.flowrl_log_z_lr is None else args.flowrl_log_z_lr
-        decay = set(self.trainer.get_decay_parameter_names(head))
+        decay = set(self._decay_parameter_names(head))
         named = list(head.named_parameters())
         for weight_decay, params in ((args.weight_decay, [p for n, p in named if n in decay]),
                                      (0.0, [p for n, p in named if n not in decay])):
@@ -211,7 +212,7 @@ class FlowRL(Method):
     def prepare_head_gradients(self) -> None:
         """Average the head's gradients over processes (it is not DDP-wrapped) and clip them to max_grad_norm."""
         params = list(self.head.parameters())
-        accelerator = self.trainer.accelerator
+        accelerator = self._accelerator
         for param in params:
             if param.grad is None:
                 param.grad = torch.zeros_like(param)
@@ -239,7 +240,7 @@ class FlowRL(Method):
         if advantages.dim() == 2:  # token-level advantages: their mean over the completion, as FlowRL's code
             advantages = masked_mean(advantages, mask, 1)
         old = inputs.get("old_per_token_logps")
-        pooled = self._pooled_prompts(step.model, inputs["prompt_ids"], inputs["prompt_mask"])
+        pooled = self._pooled_prompts(step.context.causal_lm(step.model), inputs["prompt_ids"], inputs["prompt_mask"])
         with torch.autocast(device_type=pooled.device.type, enabled=False):  # the head trains in float32
             log_z = self.head(pooled)
         terms = trajectory_balance_terms(
@@ -257,25 +258,25 @@ class FlowRL(Method):
         per_sequence = terms.weight * terms.residual**2 * valid
         if "importance_sampling_ratio" in inputs:  # vLLM sampler vs. pi_old, sequence-level (B, 1)
             per_sequence = per_sequence * inputs["importance_sampling_ratio"].squeeze(-1)
-        self._log(step.mode, log_z, terms, per_sequence, valid)
+        self._log(step.context, step.mode, log_z, terms, per_sequence, valid)
         return per_sequence.sum() / valid.sum().clamp(min=1.0) / step.accumulation
 
-    def _pooled_prompts(self, model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+    def _pooled_prompts(self, causal_lm: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
         """(B, hidden) float32: the backbone's last hidden states averaged over each row's (left-padded) prompt tokens.
 
         Each distinct prompt runs once (a GRPO batch repeats it G times) and is indexed out to its rows, so the
         gradient of every row's log Z reaches the one pass. Prompt positions never attend to the completion, so
         this equals the prompt part of the loss forward up to float summation order."""
-        backbone = self.trainer._causal_lm(model).base_model
+        backbone = causal_lm.base_model
         distinct, rows = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
         ids, mask = distinct[:, : prompt_ids.shape[1]], distinct[:, prompt_ids.shape[1] :]
         hidden = backbone(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state.to(torch.float32)
         return masked_mean(hidden, mask.unsqueeze(-1), 1)[rows]
 
-    def _log(self, mode: str, log_z: torch.Tensor, terms: TrajectoryBalanceTerms, per_sequence: torch.Tensor,
-             valid: torch.Tensor) -> None:
+    def _log(self, context: LossContext, mode: str, log_z: torch.Tensor, terms: TrajectoryBalanceTerms,
+             per_sequence: torch.Tensor, valid: torch.Tensor) -> None:
         """Log means over the global batch's valid completions: log Z, |residual|, importance weight and the
         per-sequence loss (before gradient-accumulation scaling)."""
-        log_global_means(self.trainer.accelerator, self.trainer._metrics[mode], {
+        context.log_means(mode, {
             "flowrl/log_z": (log_z * valid).sum(), "flowrl/residual": (terms.residual.abs() * valid).sum(),
             "flowrl/importance_weight": (terms.weight * valid).sum(), "flowrl/loss": per_sequence.sum()}, valid.sum())

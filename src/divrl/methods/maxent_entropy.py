@@ -27,7 +27,7 @@ import torch
 from divrl.core._groups import check_state_keys
 from divrl.core.entropy import AdaptiveEntropyCoefficient, EntropyTargetMeasurement, far_below
 from divrl.methods._fields import Unset, _help, check
-from divrl.methods.base import LossStep, Method, Stage, register
+from divrl.methods.base import EntropyBonus, LossContext, LossStep, Method, Stage, register
 from divrl.methods.novelty import MAXENT_CARD
 
 logger = logging.getLogger(__name__)
@@ -110,8 +110,8 @@ class TRLEntropyControl:
     While measuring, TRL's controller is off and `entropy_coef` is 0 (no bonus). Then the trainer runs TRL's
     controller toward H*: `push` writes this policy's TRL state into the trainer before each loss (TRL reads
     `use_adaptive_entropy`, `args.entropy_target`, `entropy_coef` and `_last_world_entropy` in `_compute_loss` and
-    updates the last two at each optimizer step), `pull` reads it back after the loss and gives `args.entropy_target`
-    its own value again (the config object stays as the user built it). TRL's state starts as TRL's
+    updates the last two at each optimizer step), through the loss context's `EntropyBonus`, which the trainer
+    hands to TRL's loss and reads back; `pull` reads it back into this policy's state. TRL's state starts as TRL's
     own does: coefficient `entropy_coef` (0; the initial coefficient), last entropy +inf (no bonus before its
     first update). `far_below_steps` counts optimizer steps in a row whose entropy was far below H* (TRL raises the
     coefficient, or holds it at `entropy_coef_max`, at each); it is not checkpointed.
@@ -123,7 +123,6 @@ class TRLEntropyControl:
         self.entropy_coef = 0.0
         self.last_world_entropy = math.inf
         self.far_below_steps = 0
-        self._args_target: float | None = None  # `args.entropy_target` as given, while a loss runs with H* in it
 
     @property
     def alpha(self) -> float:
@@ -136,22 +135,17 @@ class TRLEntropyControl:
             raise ValueError(f"measured entropy must be finite, got {entropy}")
         self.target = self.measurement.add(entropy)
 
-    def push(self, trainer: Any) -> None:
-        """Make the trainer's TRL entropy controller this policy's (off while the target is measured)."""
-        trainer.use_adaptive_entropy = self.target is not None
-        if self.target is None:
-            trainer.entropy_coef = 0.0
-            return
-        if self._args_target is None:
-            self._args_target = trainer.args.entropy_target
-        trainer.args.entropy_target = self.target
-        trainer.entropy_coef, trainer._last_world_entropy = self.entropy_coef, self.last_world_entropy
+    def push(self, bonus: EntropyBonus) -> None:
+        """Make the entropy bonus TRL's next loss applies this policy's controller (off while the target is
+        measured)."""
+        bonus.adaptive = self.target is not None
+        bonus.coef = self.entropy_coef if bonus.adaptive else 0.0
+        bonus.target, bonus.last_world_entropy = self.target, self.last_world_entropy
 
-    def pull(self, trainer: Any, optimizer_step: bool) -> None:
-        """After a loss on TRL's controller (training or evaluation): read back what TRL updated, give
-        `args.entropy_target` back; at an optimizer step, count it toward the warning."""
-        self.entropy_coef, self.last_world_entropy = float(trainer.entropy_coef), float(trainer._last_world_entropy)
-        trainer.args.entropy_target, self._args_target = self._args_target, None
+    def pull(self, bonus: EntropyBonus, optimizer_step: bool) -> None:
+        """After a loss on TRL's controller (training or evaluation): read back what TRL updated; at an optimizer
+        step, count it toward the warning."""
+        self.entropy_coef, self.last_world_entropy = bonus.coef, bonus.last_world_entropy
         if optimizer_step:
             assert self.target is not None
             far = far_below(self.last_world_entropy, self.target)
@@ -244,8 +238,9 @@ class MaxEntEntropy(Method):
                   f"default (got {args.entropy_target}), or for a fixed target on TRL's controller set "
                   "use_adaptive_entropy and entropy_target without maxent_entropy_target")
 
-    def configure_trainer(self, trainer: Any) -> None:
-        trainer._entropy_bonus_enabled = True  # TRL applies `entropy_coef`, which this controller drives
+    @classmethod
+    def drives_entropy_bonus(cls, args: Any) -> bool:
+        return True  # TRL applies `entropy_coef`, which this controller drives
 
     def state_dict(self) -> Any:
         return self.controller.state_dict()
@@ -257,19 +252,20 @@ class MaxEntEntropy(Method):
                              "resume with maxent_entropy_target: auto")
         self.controller.load_state_dict(state)
 
-    def before_loss(self, trainer: Any) -> None:
+    def before_loss(self, context: LossContext) -> None:
         if isinstance(self.controller, TRLEntropyControl):
-            self.controller.push(trainer)
+            self.controller.push(context.entropy_bonus)
         else:
-            trainer.entropy_coef = self.controller.alpha
+            context.entropy_bonus.coef, context.entropy_bonus.adaptive = self.controller.alpha, False
 
     def loss_term(self, step: LossStep) -> None:
-        trainer, controller = step.trainer, self.controller
+        context, controller = step.context, self.controller
         training = step.mode == "train"
-        optimizer_step = training and bool(trainer.accelerator.sync_gradients)
+        optimizer_step = training and bool(context.accelerator.sync_gradients)
         measuring = controller.target is None
         if isinstance(controller, TRLEntropyControl) and not measuring:
-            controller.pull(trainer, optimizer_step)  # TRL's loss measured the entropy and stepped the coefficient
+            # TRL's loss measured the entropy and stepped the coefficient
+            controller.pull(context.entropy_bonus, optimizer_step)
         elif training:
             # Measure the entropy the bonus drives: TRL's bonus acts on the top-entropy tokens when
             # top_entropy_quantile < 1, so the controller measures those same tokens.
@@ -277,15 +273,15 @@ class MaxEntEntropy(Method):
             stats = torch.stack([(step.entropies * mask).sum(), mask.sum().to(step.entropies.dtype)]).detach()
             self.window = stats if self.window is None else self.window + stats
             if optimizer_step:
-                totals = trainer.accelerator.reduce(self.window, reduction="sum")
+                totals = context.accelerator.reduce(self.window, reduction="sum")
                 entropy = (totals[0] / totals[1].clamp(min=1.0)).item()
                 if isinstance(controller, TRLEntropyControl):
                     controller.measure(entropy)
                 else:
-                    trainer.entropy_coef = controller.update(entropy)
+                    controller.update(entropy)  # the next loss's coefficient (`before_loss` hands it to TRL)
                 self.window = None
         if optimizer_step:
-            trainer._metrics["train"]["maxent/alpha"].append(controller.alpha)
+            context.metrics["train"]["maxent/alpha"].append(controller.alpha)
             self._report(measuring)
         return None
 

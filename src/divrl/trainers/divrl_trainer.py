@@ -58,6 +58,8 @@ from divrl.core import (
 )
 from divrl.methods import (
     AdvantageStep,
+    EntropyBonus,
+    LossContext,
     LossStep,
     Method,
     RewardStep,
@@ -226,6 +228,13 @@ class DivRLTrainer(GRPOTrainer):
         self.diversity_state = self.new_diversity_state()
         for method in self.diversity_state.methods.values():
             method.configure_trainer(self)
+        # a LOSS method drives TRL's entropy bonus (MaxEnt): TRL applies `entropy_coef`, handed over before each loss
+        self._drives_entropy_bonus = any(m.drives_entropy_bonus(args) for m in active(args, Stage.LOSS))
+        self._entropy_bonus_enabled = self._entropy_bonus_enabled or self._drives_entropy_bonus
+        self.loss_context = LossContext(
+            accelerator=self.accelerator, metrics=self._metrics, policy_logps=self._policy_logps,
+            causal_lm=self._causal_lm, pad_token_id=self._tokenizer.pad_token_id, epsilon_low=self.epsilon_low,
+            epsilon_high=self.epsilon_high, loss_type=self.loss_type)
         self.objective = next((m for m in self.diversity_state.methods.values() if m.stage is Stage.OBJECTIVE), None)
         self.population = Population(self) if args.population else None
 
@@ -640,7 +649,8 @@ class DivRLTrainer(GRPOTrainer):
         if scratch is not None and scratch.capturing:
             if self.model.training:
                 for method in self.diversity_state.stage(Stage.LOSS):
-                    result = (method.edit_loss_logps(self, scratch.loss_inputs, result[0]), *result[1:])
+                    result = (method.edit_loss_logps(self.loss_context, scratch.loss_inputs, result[0]),
+                              *result[1:])
             scratch.loss_forward = result
         return result
 
@@ -653,11 +663,12 @@ class DivRLTrainer(GRPOTrainer):
 
     def _compute_loss(self, model, inputs):  # noqa: D102 (TRL hook)
         methods = self.diversity_state.stage(Stage.LOSS)
+        context = self.loss_context
         for method in methods:
-            method.before_loss(self)
+            method.before_loss(context)
         mode = "train" if self.model.training else "eval"
-        with self._step_scratch() as scratch:  # TRL's loss forward and entropy mask are captured in it
-            scratch.loss_inputs = inputs
+        with self._step_scratch() as scratch, self._methods_entropy_bonus(context.entropy_bonus):
+            scratch.loss_inputs = inputs  # TRL's loss forward and entropy mask are captured in the scratch
             # an OBJECTIVE method replaces GRPO's surrogate: TRL's loss then runs on zeroed advantages
             loss = super()._compute_loss(model, inputs if self.objective is None
                                          else self.objective.surrogate_inputs(inputs, mode == "train"))
@@ -667,7 +678,7 @@ class DivRLTrainer(GRPOTrainer):
         mask = inputs["completion_mask"]
         if "tool_mask" in inputs:
             mask = mask * inputs["tool_mask"]
-        step = LossStep(trainer=self, model=model, inputs=inputs, per_token_logps=per_token_logps,
+        step = LossStep(context=context, model=model, inputs=inputs, per_token_logps=per_token_logps,
                         entropies=entropies, mask=mask, entropy_mask=entropy_mask,
                         accumulation=self.current_gradient_accumulation_steps if mode == "train" else 1.0, mode=mode)
         if self.objective is not None:
@@ -677,6 +688,31 @@ class DivRLTrainer(GRPOTrainer):
             if term is not None:
                 loss = loss + term
         return loss
+
+    @contextlib.contextmanager
+    def _methods_entropy_bonus(self, bonus: EntropyBonus) -> Iterator[None]:
+        """While TRL's loss runs: TRL's entropy bonus set from `bonus` when a LOSS method drives it (its
+        coefficient, adaptive rule, target and last entropy), and what TRL's adaptive rule changed read back into
+        `bonus` after; `args.entropy_target` gets its own value back (the config stays as the user built it).
+        Without such a method, TRL's own settings run untouched."""
+        if not self._drives_entropy_bonus:
+            yield
+            return
+        configured_target = self.args.entropy_target
+        self.entropy_coef, self.use_adaptive_entropy = bonus.coef, bonus.adaptive
+        if bonus.adaptive:
+            self.args.entropy_target, self._last_world_entropy = bonus.target, bonus.last_world_entropy
+        try:
+            yield
+        finally:
+            bonus.coef, bonus.last_world_entropy = float(self.entropy_coef), float(self._last_world_entropy)
+            self.args.entropy_target = configured_target
+
+    def _policy_logps(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The policy's per-token log-probs of a batch of completions (input_ids, attention_mask,
+        completion_mask) under `model`: the loss context's forward for LOSS methods' own batches."""
+        return self._get_per_token_logps_and_entropies(model, batch["input_ids"], batch["attention_mask"],
+                                                       batch["completion_mask"].shape[1])[0]
 
     # ------------------------------------------------------------------------------ checkpoints
     def method_state_dict(self) -> dict[str, Any]:
