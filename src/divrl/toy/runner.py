@@ -221,7 +221,7 @@ class Trainer:
         # envs have one prompt), trained with the policy by the same optimiser; a population soups it too.
         prompts = env.num_prompts if isinstance(env, IdeaEnv) else 1
         self.log_z = torch.nn.Parameter(torch.zeros(num, prompts))
-        self.trainable: Params = {**self.params, "log_z": self.log_z} if "flowrl" in method else self.params
+        self.trainable: Params = {**self.params, "log_z": self.log_z} if args.flowrl else self.params
         optimizer = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
         self.optimizer = optimizer(list(self.trainable.values()), lr=cfg.lr)
         # Each member's objects of the divrl methods it runs (`divrl.methods`): the LLM trainer's own, with their state.
@@ -376,12 +376,13 @@ class Trainer:
         mask = rollout.mask
         reverse_kl = cfg.kl_coef > 0 and self.method_args.divergence is None
         cov = self.method_args.cov_method
-        flowrl = "flowrl" in method
+        flowrl = self.method_args.flowrl
         ref_logp = None
         if reverse_kl or flowrl:
             with torch.no_grad():
                 ref_logp = policy.evaluate(self.reference, rollout)[0]
-        entropy_coef = cfg.entropy_coef + torch.tensor([a.coefficient for a in self.alphas]) * ("maxent" in method)
+        entropy_coef = cfg.entropy_coef + torch.tensor([a.coefficient for a in self.alphas]) * (
+            self.method_args.maxent_entropy_enabled)
         adv = advantages[..., None]
         for step in range(cfg.updates_per_batch):
             logp, token_entropy = policy.evaluate(self.params, rollout)
@@ -396,9 +397,9 @@ class Trainer:
                 loss = self.trajectory_balance(rollout, logp, old_logp, ref_logp, advantages)
             else:
                 ratio = torch.exp(logp - old_logp)
-                upper = cfg.clip_high if "cliphigher" in method else cfg.clip
+                upper = cfg.clip_high if "clip-higher" in method else cfg.clip
                 surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + upper) * adv)
-                if "topentropy" in method:
+                if "top-entropy" in method:
                     surrogate = surrogate * self._high_entropy_tokens(token_entropy.detach(), mask)
                 loss = -self._per_member_mean(surrogate, mask)
             if reverse_kl:
@@ -468,10 +469,10 @@ class Trainer:
         dist = self.policy.outcome_distribution(self.params) if isinstance(self.policy, TabularPolicy) else None
         shaped = self.shaped_rewards(rollout, rewards, dist)
         self.entropy = self.update(rollout, self.advantages(rollout, shaped))
-        if "maxent" in self.method:
+        if self.method_args.maxent_entropy_enabled:
             for alpha, h in zip(self.alphas, self.entropy.tolist()):
                 alpha.update(h)
-        if "pop" in self.method and (step + 1) % self.method_args.population_interval == 0:
+        if self.method_args.population and (step + 1) % self.method_args.population_interval == 0:
             self.population_step(rollout, rewards)
         return rollout, rewards, dist
 
