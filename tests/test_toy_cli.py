@@ -160,9 +160,17 @@ def test_method_flags_are_the_registry_fields_and_load_it_only_for_toy() -> None
     from divrl.methods import REGISTRY
     from divrl.toy.cli import method_flags
 
+    from trl import TrlParser
+
+    from divrl.trainers.config import DivRLConfig
+
     flags = method_flags()
     assert {"count_bonus_coef", "qd_beta_new", "novelty_coef", "unlikeliness_beta", "passk", "population_size",
             "maxent_entropy_target", "flowrl_beta", "qd_min_reward"} <= set(flags)
+    TrlParser((DivRLConfig,))  # resolves the fields' string annotations in place, as `divrl train` does first
+    assert method_flags().keys() == flags.keys()
+    assert flags["maxent_entropy_target"][0]("auto") == "auto" and flags["maxent_entropy_target"][0]("1") == 1.0
+    assert flags["passk"][0] is int and flags["count_bonus_scope"][0] is str
     assert "ips" not in flags and "qd_dims" not in flags  # switched by --methods; set from the environment
     help_text = dataclasses.fields(REGISTRY["count_bonus"].Config)[0].metadata["help"]
     assert flags["count_bonus_coef"][1].startswith("count_bonus: " + help_text[:40])

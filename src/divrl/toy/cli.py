@@ -11,6 +11,8 @@ import json
 import os
 import sys
 import time
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from divrl.toy.methods import LABELLED
 from divrl.toy.options import DEPRECATED_FLAGS, ENV_DEFAULTS, ENV_OPTIONS, ENVS, TRAIN_OPTIONS, flag
 
 # A method field's type annotation -> what its flag parses (other types, bools and lists, have no flag).
-FLAG_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str}
+FLAG_TYPES: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str}
 
 
 class _DeprecatedFlag(argparse.Action):
@@ -39,12 +41,20 @@ def _number_or_text(text: str) -> float | str:
         return text
 
 
-def flag_type(annotation: str) -> Callable[[str], Any] | None:
-    """What the flag of a field annotated `annotation` parses (`X | None` as X), or None for a field with no flag."""
-    kinds = [part.strip() for part in annotation.split("|") if part.strip() != "None"]
-    if kinds == ["float", "str"]:
+def flag_type(annotation: Any) -> Callable[[str], Any] | None:
+    """What the flag of a field of type `annotation` parses (`X | None` as X), or None for a field with no flag
+    (booleans, lists, other types). A type, not its string: TRL's argument parser replaces the dataclass fields'
+    string annotations with the types they name, so only the resolved hints are the same before and after it."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        kinds = {kind for kind in typing.get_args(annotation) if kind is not type(None)}
+    elif origin is None:
+        kinds = {annotation}
+    else:
+        return None
+    if kinds == {float, str}:
         return _number_or_text
-    return FLAG_TYPES.get(kinds[0]) if len(kinds) == 1 else None
+    return FLAG_TYPES.get(next(iter(kinds))) if len(kinds) == 1 else None
 
 
 def method_flags() -> dict[str, tuple[Callable[[str], Any], str]]:
@@ -56,8 +66,9 @@ def method_flags() -> dict[str, tuple[Callable[[str], Any], str]]:
 
     flags = {}
     for method in REGISTRY.values():
+        hints = typing.get_type_hints(method.Config)
         for spec in dataclasses.fields(method.Config):
-            kind = flag_type(str(spec.type))
+            kind = flag_type(hints[spec.name])
             if kind is not None and spec.name not in TOY_DERIVED:
                 flags[spec.name] = (kind, f"{method.name}: {first_sentence(spec.metadata.get('help', ''))}")
     return flags
