@@ -372,20 +372,24 @@ def test_toy_default_entropy_controller_matches_the_llm_trainer():
 def test_trl_entropy_mirror_follows_trl_rule_with_grpo_config_defaults():
     from trl import GRPOConfig
 
+    from divrl.methods import EntropyBonus
     from divrl.toy import trl_entropy
 
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
-    assert (trl_entropy.TRL_ENTROPY_COEF, trl_entropy.TRL_ENTROPY_COEF_DELTA, trl_entropy.TRL_ENTROPY_COEF_MIN,
+    assert (trl_entropy.TRL_ENTROPY_COEF_DELTA, trl_entropy.TRL_ENTROPY_COEF_MIN,
             trl_entropy.TRL_ENTROPY_COEF_MAX) == tuple(defaults[k] for k in (
-                "entropy_coef", "entropy_coef_delta", "entropy_coef_min", "entropy_coef_max"))
-    control = trl_entropy.TRLAdaptiveEntropy(target=0.5, delta=0.4, max_coef=1.0)
-    assert control.coefficient == 0.0  # no measurement yet: TRL applies nothing
+                "entropy_coef_delta", "entropy_coef_min", "entropy_coef_max"))
+    bonus = EntropyBonus(coef=0.0, adaptive=True, target=0.5)
+    assert trl_entropy.applied_coefficient(bonus) == 0.0  # no measurement yet: TRL applies nothing
     applied = []
     for h in (0.1, 0.2, 0.9, 0.3, 0.1, 0.1):
-        control.update(h)
-        applied.append(control.coefficient)
+        trl_entropy.adaptive_step(bonus, h, delta=0.4, max_coef=1.0)
+        applied.append(trl_entropy.applied_coefficient(bonus))
     # coef: 0.4, 0.8, 0.4 (above target), 0.8, 1.0 (capped), 1.0; applied only after a step at or below target
     assert applied == pytest.approx([0.4, 0.8, 0.0, 0.8, 1.0, 1.0])
+    fixed = EntropyBonus(coef=0.3)  # dual descent's coefficient: applied as set, never stepped by TRL's rule
+    trl_entropy.adaptive_step(fixed, 0.0)
+    assert trl_entropy.applied_coefficient(fixed) == 0.3
 
 
 def test_a_reward_method_registered_in_one_file_runs_on_the_toy() -> None:

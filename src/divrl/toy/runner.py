@@ -15,9 +15,11 @@ checked by the methods' own `validate`. The reward-shaping and advantage compone
 novelty and length bins, count, unlikely, passk, zero flat groups) run the LLM trainer's own method objects
 (`divrl.methods`), one set per member, in the trainer's order, so the toy is an executable specification of the
 trainer's REWARD and ADVANTAGE stages. On the loss side the toy policies keep their own per-member loss, with the
-methods' pieces: maxent's entropy controller, the divergence on reference samples (fkl / js) and the Clip-Cov /
-KL-Cov token selection are their method objects'; FlowRL and the population use `divrl.core` directly (the two TRL
-levers mirror TRL's own code, which the trainers run).
+methods' pieces: maxent's entropy term is its method object driving an `EntropyBonus` through the object's own
+`before_loss` / `loss_term` on a toy `LossContext` (TRL's part of the rule, which TRL's loss runs in the trainer, is
+`divrl.toy.trl_entropy`), the divergence on reference samples (fkl / js) and the Clip-Cov / KL-Cov token selection are
+their method objects'; FlowRL and the population use `divrl.core` directly (the two TRL levers mirror TRL's own code,
+which the trainers run).
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
 """
@@ -56,15 +58,25 @@ from divrl.core import (
     trajectory_balance_loss,
 )
 from divrl.core.ips import distinct_outcomes_per_group
-from divrl.methods import REGISTRY, AdvantageStep, RewardStep, Stage, active, config_classes, presets_of
+from divrl.methods import (
+    REGISTRY,
+    AdvantageStep,
+    LossContext,
+    LossStep,
+    RewardStep,
+    Stage,
+    active,
+    config_classes,
+    presets_of,
+)
 from divrl.methods._fields import Unset
 from divrl.methods.hooks import TaskHooks
-from divrl.methods.maxent_entropy import parse_entropy_target
+from divrl.methods.maxent_entropy import MaxEntEntropy, TRLEntropyControl, parse_entropy_target
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
 from divrl.toy.methods import Method, components
 from divrl.toy.options import TOY_METHOD_DEFAULTS, TRAIN_OPTIONS, TRAINER_FLAGS, flag
 from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
-from divrl.toy.trl_entropy import TRLAdaptiveEntropy
+from divrl.toy.trl_entropy import adaptive_step, applied_coefficient
 
 # Recorded for every method; token_entropy / entropy_alpha show what maxent's entropy controller sees and does.
 CONTROLLER_METRICS = ("token_entropy", "entropy_alpha")
@@ -228,7 +240,11 @@ class Trainer:
         hooks = TaskHooks(behavior_dims=len(env.archive_dims))
         self.member_methods = [{m.name: m(self.method_args, hooks) for m in active(self.method_args)}
                                for _ in range(num)]
-        self.alphas = [self._entropy_controller(methods) for methods in self.member_methods]
+        # maxent: each member's MaxEnt entropy method object (None without it) and the loss context it drives TRL's
+        # entropy bonus through (TRL's part of the rule: `divrl.toy.trl_entropy`)
+        self.entropy_methods = [self._entropy_method(methods) for methods in self.member_methods]
+        self.loss_contexts = [_toy_loss_context(cfg) for _ in range(num)]
+        self._first_pass: tuple[torch.Tensor, torch.Tensor] | None = None  # the latest batch's token entropies, mask
         self.clusters = [LeaderClusters(args.semantic_threshold) for _ in range(num)]  # semantic keys of the metrics
         self._keys: tuple[Rollout, torch.Tensor] | None = None  # this step's outcome keys (semantic ones are stateful)
         self.entropy = torch.zeros(num)  # mean token entropy per member of the latest batch, before its update
@@ -237,20 +253,50 @@ class Trainer:
             self.ref_rollout = self._sample(self.reference, cfg.reference_samples)
             self.ref_logp = self.policy.evaluate(self.reference, self.ref_rollout)[0]
 
-    def _entropy_controller(self, methods: dict[str, Any]) -> AdaptiveEntropyCoefficient:
-        """A member's entropy coefficient: MaxEnt's dual descent or TRL's rule (the toy's mirror of it) toward
-        maxent_entropy_target (`entropy_controller`; 'default' picks as the LLM trainer does), or an idle one
-        (alpha 0) without maxent."""
-        cfg, args = self.cfg, self.method_args
-        target = parse_entropy_target(cfg.maxent_entropy_target)  # also without maxent: its idle controller's
-        controller = cfg.entropy_controller
-        if controller == "default":
-            controller = "trl" if target is None else "dual"
-        if "maxent_entropy" in methods and controller == "trl":
-            return TRLAdaptiveEntropy(target, auto_scale=args.maxent_entropy_auto_scale,
-                                      auto_steps=args.maxent_entropy_auto_steps)
-        return AdaptiveEntropyCoefficient(target, args.maxent_alpha_lr, auto_scale=args.maxent_entropy_auto_scale,
-                                          auto_steps=args.maxent_entropy_auto_steps)
+    def _entropy_method(self, methods: dict[str, Any]) -> MaxEntEntropy | None:
+        """A member's MaxEnt entropy method object (None without maxent). `entropy_controller` 'dual' / 'trl' swaps
+        its controller for the other rule at the same target, which benchmarks/toy_entropy_control.py compares;
+        'default' keeps the LLM trainer's choice (TRL's rule for 'auto', dual descent for a number)."""
+        method = methods.get("maxent_entropy")
+        if method is None or self.cfg.entropy_controller == "default":
+            return method
+        args = self.method_args
+        target = parse_entropy_target(args.maxent_entropy_target)
+        if self.cfg.entropy_controller == "dual":
+            method.controller = AdaptiveEntropyCoefficient(
+                target, args.maxent_alpha_lr, args.maxent_alpha_init, args.maxent_alpha_max,
+                auto_scale=args.maxent_entropy_auto_scale, auto_steps=args.maxent_entropy_auto_steps)
+        else:
+            method.controller = TRLEntropyControl(args.maxent_entropy_auto_scale, args.maxent_entropy_auto_steps)
+            method.controller.target = target  # a number: nothing to measure; None ('auto'): measured first
+        return method
+
+    def entropy_alphas(self) -> list[float]:
+        """Each member's entropy coefficient after the latest step (0 without maxent): the `entropy_alpha` metric."""
+        return [0.0 if method is None else method.controller.alpha for method in self.entropy_methods]
+
+    def _entropy_coefficient(self, member: int) -> float:
+        """The entropy-bonus coefficient the member's next loss applies: its MaxEnt method object sets the bonus,
+        TRL's rule decides what applies (0 without maxent)."""
+        method = self.entropy_methods[member]
+        if method is None:
+            return 0.0
+        context = self.loss_contexts[member]
+        method.before_loss(context)
+        return applied_coefficient(context.entropy_bonus)
+
+    def _entropy_step(self, member: int, method: MaxEntEntropy) -> None:
+        """After the member's update (one optimizer step): TRL's adaptive step on its bonus, then its MaxEnt method
+        object's own step on the batch's first-pass token entropies (measure 'auto', read TRL's state back, or one
+        dual-descent step)."""
+        assert self._first_pass is not None
+        context = self.loss_contexts[member]
+        adaptive_step(context.entropy_bonus, float(self.entropy[member]))
+        token_entropy, mask = self._first_pass
+        method.loss_term(LossStep(context=context, model=None, inputs={}, per_token_logps=token_entropy[member],
+                                  entropies=token_entropy[member], mask=mask[member], entropy_mask=None,
+                                  accumulation=1.0, mode="train"))
+        context.metrics.clear()  # the toy records its own curves
 
     # -- sampling and rewards (one generator per seed) ------------------------------------------------
     def per_seed(self, tensor: torch.Tensor) -> list[torch.Tensor]:
@@ -381,14 +427,14 @@ class Trainer:
         if reverse_kl or flowrl:
             with torch.no_grad():
                 ref_logp = policy.evaluate(self.reference, rollout)[0]
-        entropy_coef = cfg.entropy_coef + torch.tensor([a.coefficient for a in self.alphas]) * (
-            self.method_args.maxent_entropy_enabled)
+        entropy_coef = cfg.entropy_coef + torch.tensor([self._entropy_coefficient(p) for p in range(len(mask))])
         adv = advantages[..., None]
         for step in range(cfg.updates_per_batch):
             logp, token_entropy = policy.evaluate(self.params, rollout)
             member_entropy = (token_entropy * mask).sum((1, 2)) / mask.sum((1, 2))
             if step == 0:  # on-policy: the first pass gives the sampling policy's log-probs
                 old_logp, entropy = logp.detach(), member_entropy.detach()
+                self._first_pass = (token_entropy.detach(), mask)
             selected = self._cov_tokens(logp, old_logp, advantages, mask) if cov else None
             if cov == "clip_cov":
                 logp = torch.where(selected, logp.detach(), logp)
@@ -469,9 +515,9 @@ class Trainer:
         dist = self.policy.outcome_distribution(self.params) if isinstance(self.policy, TabularPolicy) else None
         shaped = self.shaped_rewards(rollout, rewards, dist)
         self.entropy = self.update(rollout, self.advantages(rollout, shaped))
-        if self.method_args.maxent_entropy_enabled:
-            for alpha, h in zip(self.alphas, self.entropy.tolist()):
-                alpha.update(h)
+        for member, method in enumerate(self.entropy_methods):
+            if method is not None:
+                self._entropy_step(member, method)
         if self.method_args.population and (step + 1) % self.method_args.population_interval == 0:
             self.population_step(rollout, rewards)
         return rollout, rewards, dist
@@ -536,6 +582,30 @@ def _toy_flags(message: str) -> str:
     stands for become their `divrl toy` flags."""
     message = re.sub(r"DivRLConfig\.(\w+)", lambda match: option_flag(match.group(1)), message)
     return re.sub(r"\b(" + "|".join(TRAINER_FLAGS) + r")\b", lambda match: TRAINER_FLAGS[match.group(1)], message)
+
+
+class _OneProcess:
+    """The accelerator under a toy policy's loss context: one process, and every update an optimizer step."""
+
+    sync_gradients = True
+    process_index, num_processes = 0, 1
+    device = torch.device("cpu")
+
+    @staticmethod
+    def reduce(tensor: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+        return tensor
+
+
+def _no_model_forward(*_: Any) -> Any:
+    raise ValueError("the toy policies have no language-model forward: a LOSS method that runs one (divergence "
+                     "rehearsal, FlowRL's prompt pass) runs on the LLM trainer only")
+
+
+def _toy_loss_context(cfg: TrainConfig) -> LossContext:
+    """One toy policy's `LossContext`: what the LOSS method objects it runs may use (TRL's clip is the toy's)."""
+    return LossContext(accelerator=_OneProcess(), metrics=defaultdict(lambda: defaultdict(list)),
+                       policy_logps=_no_model_forward, causal_lm=_no_model_forward, pad_token_id=None,
+                       epsilon_low=cfg.clip, epsilon_high=cfg.clip, loss_type="grpo")
 
 
 def _no_texts() -> list[str]:
@@ -647,7 +717,7 @@ def _train(
     late: list[torch.Tensor] = []
     for step in range(cfg.steps):
         rollout, rewards, dist = trainer.step(step)
-        alphas = torch.tensor([a.alpha for a in trainer.alphas])
+        alphas = torch.tensor(trainer.entropy_alphas())
         blocks = zip(trainer.per_seed(rollout.outcomes), trainer.per_seed(rewards),
                      trainer.per_seed(dist) if dist is not None else [None] * len(seeds),
                      trainer.per_seed(trainer.outcome_keys(rollout)), trainer.per_seed(trainer.entropy),

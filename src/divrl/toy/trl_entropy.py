@@ -1,42 +1,34 @@
-"""TRL's own adaptive entropy controller (`use_adaptive_entropy`, Skywork-OR1), mirrored for the toy policies so that
-benchmarks can put it beside MaxEnt's dual descent. The rule is TRL 1.16's `GRPOTrainer._compute_loss`; the defaults
-are `GRPOConfig`'s (tests/test_toy_runner.py checks them against the installed TRL)."""
+"""The part of TRL's own adaptive entropy controller (`use_adaptive_entropy`, Skywork-OR1) that TRL's
+`GRPOTrainer._compute_loss` runs, for the toy policies: the coefficient its loss applies and its step at each
+optimizer step, on the `EntropyBonus` that MaxEnt's method object drives (in the LLM trainer TRL's loss does both).
+The rule is TRL 1.16's; the defaults are `GRPOConfig`'s (tests/test_toy_runner.py checks them against the installed
+TRL)."""
 
 from __future__ import annotations
 
-import math
+from divrl.methods import EntropyBonus
 
-from divrl.core import AdaptiveEntropyCoefficient
-
-# GRPOConfig defaults of TRL 1.16: entropy_coef (the initial coefficient), entropy_coef_delta / _min / _max.
-TRL_ENTROPY_COEF = 0.0
+# GRPOConfig defaults of TRL 1.16: entropy_coef_delta / _min / _max.
 TRL_ENTROPY_COEF_DELTA = 0.005
 TRL_ENTROPY_COEF_MIN = 0.0
 TRL_ENTROPY_COEF_MAX = 1.0
 
 
-class TRLAdaptiveEntropy(AdaptiveEntropyCoefficient):
-    """After each optimizer step: coef <- min(coef + delta, max) if H <= target, else max(coef - delta, min).
-    The loss applies coef only while the previous step's entropy was at or below the target (0 before the first
-    measurement). `target=None` measures the target as `AdaptiveEntropyCoefficient` does (divrl's `auto`; TRL has
-    none: the toy uses it to compare both rules at the same target)."""
+def applied_coefficient(bonus: EntropyBonus) -> float:
+    """The coefficient TRL's loss applies: with its adaptive rule, only while the last step's entropy was at or below
+    the target (TRL's `apply_coef`); otherwise the coefficient as set."""
+    if bonus.adaptive:
+        assert bonus.target is not None
+        return bonus.coef if bonus.last_world_entropy <= bonus.target else 0.0
+    return bonus.coef
 
-    def __init__(self, target: float | None, delta: float = TRL_ENTROPY_COEF_DELTA,
-                 init_coef: float = TRL_ENTROPY_COEF, min_coef: float = TRL_ENTROPY_COEF_MIN,
-                 max_coef: float = TRL_ENTROPY_COEF_MAX, auto_scale: float = 1.0, auto_steps: int = 1) -> None:
-        super().__init__(target, delta, init_coef, max_coef, auto_scale, auto_steps)
-        self.min_coef = min_coef
-        self.last_entropy = math.inf
 
-    def update(self, entropy: float) -> float:
-        alpha = super().update(entropy)
-        self.last_entropy = float(entropy)
-        return alpha
-
-    def _step(self, entropy: float, target: float) -> float:
-        return self.alpha + self.lr if entropy <= target else max(self.alpha - self.lr, self.min_coef)
-
-    @property
-    def coefficient(self) -> float:
-        """coef while the last measured entropy is at or below the target, else 0 (TRL's `apply_coef`)."""
-        return self.alpha if self.target is not None and self.last_entropy <= self.target else 0.0
+def adaptive_step(bonus: EntropyBonus, entropy: float, delta: float = TRL_ENTROPY_COEF_DELTA,
+                  min_coef: float = TRL_ENTROPY_COEF_MIN, max_coef: float = TRL_ENTROPY_COEF_MAX) -> None:
+    """TRL's step at an optimizer step (adaptive rule only): coef + delta (at most max) when the step's entropy is at
+    or below the target, else coef - delta (at least min); the step's entropy is recorded."""
+    if not bonus.adaptive:
+        return
+    assert bonus.target is not None
+    bonus.coef = min(bonus.coef + delta, max_coef) if entropy <= bonus.target else max(bonus.coef - delta, min_coef)
+    bonus.last_world_entropy = float(entropy)
