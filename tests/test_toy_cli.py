@@ -157,11 +157,10 @@ def test_method_flags_are_the_registry_fields_and_load_it_only_for_toy() -> None
     import subprocess
     import sys
 
-    from divrl.methods import REGISTRY
-    from divrl.toy.cli import method_flags
-
     from trl import TrlParser
 
+    from divrl.methods import REGISTRY
+    from divrl.toy.cli import method_flags
     from divrl.trainers.config import DivRLConfig
 
     flags = method_flags()

@@ -55,6 +55,6 @@ def method_args(**values: Any) -> Any:
     return args
 
 
-__all__ = ["METHOD_MODULES", "REGISTRY", "AdvantageStep", "Card", "EntropyBonus", "LossContext", "LossStep", "Method", "RewardStep", "Stage",
-           "active", "config_classes", "configurable", "counts_outcomes", "load_method_states", "method_args",
-           "method_states", "methods", "presets_of", "register"]
+__all__ = ["METHOD_MODULES", "REGISTRY", "AdvantageStep", "Card", "EntropyBonus", "LossContext", "LossStep", "Method",
+           "RewardStep", "Stage", "active", "config_classes", "configurable", "counts_outcomes", "load_method_states",
+           "method_args", "method_states", "methods", "presets_of", "register"]
