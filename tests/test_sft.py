@@ -95,7 +95,8 @@ def test_molecule_sft_rows_continue_the_prompt_with_a_molecule_no_prompt_shows()
     task.scorer.score(targets)
     assert not set(targets) & set(task.scorer.rejected)  # every target passes the chemistry sanity gate
     assert len(set(targets)) == 40
-    assert [r["completion"] for r in task.sft_dataset(seed=3, limit=40, sample_seed=2)] != [r["completion"] for r in rows]
+    redrawn = task.sft_dataset(seed=3, limit=40, sample_seed=2)
+    assert [r["completion"] for r in redrawn] != [r["completion"] for r in rows]
     chat = task.sft_dataset(style="chat", limit=2)
     assert chat[0]["completion"][0]["role"] == "assistant"
 
