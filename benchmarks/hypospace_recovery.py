@@ -849,7 +849,7 @@ def write_results(protocol: Protocol, state: Path, out: Path, complete: bool) ->
                      "max_new_tokens": setting.max_new_tokens, "methods": list(protocol.methods),
                      "prompts_per_step": protocol.prompts_per_step, "eval_steps": protocol.eval_steps,
                      "sft": protocol.sft, "priority": list(protocol.priority), "sft_steps": protocol.sft_steps,
-                     "lr_scheduler": protocol.lr_scheduler},
+                     "lr_scheduler": protocol.lr_scheduler, "warm_starts_from": protocol.warm_starts_from},
         "methods": methods,
         "confirmatory": confirmatory(collected, protocol),
         "seed_level": rows,
@@ -1006,12 +1006,18 @@ def markdown(data: dict[str, Any], stem: str) -> str:
     units = data.get("units")
     done = f"{units['done']} of {units['total']} units evaluated; " if units else ""
     status = ("complete" if data["complete"] else f"PARTIAL ({done}step counts below; rerun the same command with "
-              "--resume, or its make target (`bench-evidence`, `bench-evidence-voxel`, `bench-evidence-v3`), to "
+              "--resume, or its make target (`bench-evidence`, `bench-evidence-voxel`, `bench-evidence-v3`, "
+              "`bench-evidence-v3-maxent`), to "
               "continue from the finished units)")
     seed_table = seed_level_lines(data.get("seed_level", {}))  # the primary statistic, where there are seeds
+    added_after = p.get("warm_starts_from")
     lines = [
         f"## Real-model recovery on HypoSpace: {stem} (benchmarks/hypospace_recovery.py)",
         "",
+        *([f"**Added after {added_after}'s results**, with their warm starts, budget and evaluation; not part of its "
+           f"pre-stated test (protocol and expectation: benchmarks/evidence/{stem}/protocol.md, fixed before this "
+           "campaign's first unit). Its base, SFT and GRPO rows are that campaign's evaluations, copied.", ""]
+          if added_after else []),
         f"{p['model']} (LoRA r=16, fp32) on {data['machine']['cpu']} (CPU, {data['machine']['cores']} cores), "
         f"{data['date']}. Status: "
         f"{status}. Task {p['task']} {p['params']}: train on the train split, evaluate {p['samples']} parallel "
