@@ -176,3 +176,30 @@ def test_method_flags_are_the_registry_fields_and_load_it_only_for_toy() -> None
     code = ("import sys; from divrl.cli import build_parser; build_parser(); "
             "assert 'divrl.methods' not in sys.modules and 'torch' not in sys.modules")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_fields_the_toy_never_reads_get_no_flag(capsys, tmp_path):
+    """`divrl toy` offers no flag for a TOY_INERT field (its help does not list one, and passing it is an error), and
+    an error message names such a field by its name, not by a flag that does not exist."""
+    from divrl.toy.cli import method_flags
+    from divrl.toy.options import flag
+    from divrl.toy.runner import TOY_INERT, option_flag
+
+    assert {"flowrl_log_z_layers", "flowrl_log_z_width", "flowrl_log_z_dropout", "flowrl_log_z_lr"} <= TOY_INERT.keys()
+    assert not TOY_INERT.keys() & method_flags().keys()
+    assert "maxent_warn_steps" in method_flags()  # honoured on the toy: MaxEnt's own warning
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0 and "--flowrl-beta" in out
+    assert [name for name in TOY_INERT if flag(name) + " " in out] == []
+    assert all(option_flag(name) == name for name in TOY_INERT)
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "flowrl", "--flowrl-log-z-lr", "1",
+                           "--out", str(tmp_path))
+    assert code == 2 and "unrecognized arguments: --flowrl-log-z-lr" in err
+
+
+def test_a_flag_the_methods_label_overrides_is_refused(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "--env", "bandit", "--methods", "js,fkl", "--divergence", "js", "--out",
+                           str(tmp_path))
+    assert code == 2
+    assert "--divergence 'js' has no effect with --methods fkl, which sets divergence to 'forward_kl'" in err
+    assert not (tmp_path / "metrics.json").exists()

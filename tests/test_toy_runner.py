@@ -72,6 +72,55 @@ def test_config_validation_names_the_cli_flag_and_range():
         train(IdeaEnv(), "ips", TrainConfig(steps=1, group_size=4, lr=0.1, ips_exact=True), [0])
 
 
+# Method fields no toy run reads (checked by running each with and without the field: the curves are identical).
+KNOWN_INERT = {"flowrl_log_z_layers", "flowrl_log_z_width", "flowrl_log_z_dropout", "flowrl_log_z_lr",
+               "flowrl_importance_clip", "divergence_estimator", "divergence_rehearsal_path",
+               "divergence_rehearsal_batch_size", "population_soup_rank", "population_held_prompts",
+               "novelty_embedding", "semantic_embedding", "cov_method"}
+
+
+def test_fields_the_toy_never_reads_are_refused_with_the_reason():
+    """A TOY_INERT field set for a toy run is refused, naming the field and why, instead of being silently ignored;
+    the table covers every field known to change nothing and holds only registered method fields."""
+    import re
+
+    from divrl.toy.runner import TOY_INERT, _default, method_fields
+
+    assert KNOWN_INERT <= TOY_INERT.keys() <= method_fields().keys()
+    assert all(reason.strip() for reason in TOY_INERT.values())
+    for name, reason in TOY_INERT.items():  # any value, its default included, is refused
+        with pytest.raises(ValueError, match=f"^{name} has no effect on the toy: {re.escape(reason)}$"):
+            TrainConfig(steps=1, group_size=4, lr=0.1, **{name: _default(method_fields()[name])})
+    with pytest.raises(ValueError, match="flowrl_log_z_lr has no effect on the toy: the toy trains its log Z scalars "
+                                         "with the policy, by the same optimizer at --lr"):
+        TrainConfig(steps=1, group_size=4, lr=0.1, flowrl_log_z_lr=1.0)
+
+
+def test_a_value_the_methods_label_overrides_is_refused():
+    """fkl sets divergence to forward_kl: another --divergence would change nothing there, so it is refused; js takes
+    it, and fkl accepts its own value."""
+    cfg = TrainConfig(steps=1, group_size=4, lr=0.1, divergence="js")
+    with pytest.raises(ValueError, match="^--divergence 'js' has no effect with --methods fkl, which sets divergence "
+                                         "to 'forward_kl'$"):
+        toy_method_args(BANDIT, Method.parse("fkl"), cfg)
+    forward = TrainConfig(steps=1, group_size=4, lr=0.1, divergence="forward_kl")
+    assert toy_method_args(BANDIT, Method.parse("js"), forward).divergence == "forward_kl"
+    assert toy_method_args(BANDIT, Method.parse("fkl"), forward).divergence == "forward_kl"
+
+
+def test_maxent_warn_steps_is_honoured_on_the_toy(caplog):
+    """The toy drives MaxEnt's own method object at every optimizer step, so its far-below-target warning comes after
+    maxent_warn_steps steps (0: never), as on the LLM trainer."""
+    def warned(warn_steps: int) -> list[str]:
+        caplog.clear()
+        train(BANDIT, "maxent", TrainConfig(steps=2, group_size=4, lr=0.1, maxent_entropy_target=5.0,
+                                            maxent_warn_steps=warn_steps), [0])
+        return [r.getMessage() for r in caplog.records if "far below its target" in r.getMessage()]
+
+    assert len(warned(1)) == 1 and "for 1 steps" in warned(1)[0]
+    assert warned(2) and warned(0) == [] and warned(3) == []
+
+
 def test_ips_converges_to_reward_proportional_and_grpo_collapses():
     cfg = TrainConfig(steps=300, group_size=64, lr=0.02)
     seeds = [42, 142, 242]
@@ -213,7 +262,7 @@ def test_passk_advantages_and_pass_at_k_metric():
 
 
 def test_cov_components_pick_tokens_by_covariance_and_klcov_needs_a_reused_batch():
-    with pytest.raises(ValueError, match="--cov-method 'kl_cov' penalises .* set --updates > 1"):
+    with pytest.raises(ValueError, match="^cov_method 'kl_cov' penalises .* set --updates > 1"):  # no flag: the label
         Trainer(BANDIT, Method.parse("kl-cov"), TrainConfig(steps=1, group_size=4, lr=0.1), [0])
     trainer = Trainer(BANDIT, Method.parse("kl-cov"), TrainConfig(steps=1, group_size=4, lr=0.1, updates_per_batch=2,
                                                                cov_ratio=0.25), [0])

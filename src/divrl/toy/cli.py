@@ -59,17 +59,18 @@ def flag_type(annotation: Any) -> Callable[[str], Any] | None:
 
 def method_flags() -> dict[str, tuple[Callable[[str], Any], str]]:
     """The divrl methods' flags, from the registry: each field of a registered method's `DivRLConfig` config with a
-    number or text type, except those the toy derives: dest -> (type, help: the field's first sentence)."""
+    number or text type, except those the toy derives (TOY_DERIVED) or never reads (TOY_INERT): dest -> (type, help:
+    the field's first sentence)."""
     from divrl.methods import REGISTRY
     from divrl.settings_help import first_sentence
-    from divrl.toy.runner import TOY_DERIVED
+    from divrl.toy.runner import TOY_DERIVED, TOY_INERT
 
     flags = {}
     for method in REGISTRY.values():
         hints = typing.get_type_hints(method.Config)
         for spec in dataclasses.fields(method.Config):
             kind = flag_type(hints[spec.name])
-            if kind is not None and spec.name not in TOY_DERIVED:
+            if kind is not None and spec.name not in TOY_DERIVED and spec.name not in TOY_INERT:
                 flags[spec.name] = (kind, f"{method.name}: {first_sentence(spec.metadata.get('help', ''))}")
     return flags
 

@@ -117,8 +117,8 @@ class ToyOptions:
 
 class TrainConfig(ToyOptions):
     """A toy run's settings: the toy's own options and, as keywords, any registered divrl method field by its
-    `DivRLConfig` name; `cfg.<method field>` reads the value the field takes where its method is on (`method_value`).
-    The methods' own `validate` checks the fields."""
+    `DivRLConfig` name but those the toy derives (TOY_DERIVED) or never reads (TOY_INERT); `cfg.<method field>` reads
+    the value the field takes where its method is on (`method_value`). The methods' own `validate` checks the fields."""
 
     def __init__(self, *args: Any, **values: Any) -> None:
         own = {spec.name for spec in fields(ToyOptions)}
@@ -158,6 +158,9 @@ class TrainConfig(ToyOptions):
         derived = sorted(set(self.method_fields) & set(TOY_DERIVED))
         if derived:
             raise ValueError(f"{', '.join(derived)} are set by the toy from its environment and --ips-outcome")
+        inert = sorted(set(self.method_fields) & TOY_INERT.keys())
+        if inert:
+            raise ValueError("; ".join(f"{name} has no effect on the toy: {TOY_INERT[name]}" for name in inert))
         toy_method_args(None, Method(name="grpo"), self)  # the methods' own checks of the fields, every method off
 
     def __getattr__(self, name: str) -> Any:
@@ -180,8 +183,11 @@ class TrainConfig(ToyOptions):
 
 
 def option_flag(name: str) -> str:
-    """The `divrl toy` flag that sets option or method field `name` (the field name for an option with none)."""
-    return flag(name) if name in TRAIN_OPTIONS or name in method_fields() else name
+    """The `divrl toy` flag that sets option or method field `name` (the field name for one with none: a toy option
+    such as reference_samples, a method's switch or list, a TOY_DERIVED or TOY_INERT field)."""
+    from divrl.toy.cli import method_flags
+
+    return flag(name) if name in TRAIN_OPTIONS or name in method_flags() else name
 
 
 def method_fields() -> dict[str, Any]:
@@ -526,6 +532,29 @@ class Trainer:
 # Method fields the toy sets from its environment (the QD grid) and its options (what one outcome is).
 TOY_DERIVED = ("ips_outcome_key", "qd_dims", "qd_ranges")
 
+_LOG_Z_SCALAR = "the toy's log Z is one learnable scalar per member and prompt, not FlowRL's neural head"
+_OWN_REFERENCE_SAMPLES = ("the toy draws its own reference samples once from its initial policy (reference_samples of "
+                          "them); it reads no rehearsal set")
+# Method fields that would change nothing on the toy, each with why: the LLM trainer's machinery they tune has no toy
+# counterpart. `divrl toy` offers no flag for them (`divrl.toy.cli.method_flags`) and a TrainConfig that sets one is
+# refused with the reason, rather than run as if it applied.
+TOY_INERT: dict[str, str] = {
+    "flowrl_log_z_layers": _LOG_Z_SCALAR,
+    "flowrl_log_z_width": _LOG_Z_SCALAR,
+    "flowrl_log_z_dropout": _LOG_Z_SCALAR,
+    "flowrl_log_z_lr": "the toy trains its log Z scalars with the policy, by the same optimizer at --lr",
+    "flowrl_importance_clip": "the toy clips FlowRL's importance weight pi / pi_old at --clip",
+    "divergence_estimator": "the toy always estimates fkl / js on samples drawn once from its initial policy (the "
+                            "reference-sample estimator)",
+    "divergence_rehearsal_path": _OWN_REFERENCE_SAMPLES,
+    "divergence_rehearsal_batch_size": _OWN_REFERENCE_SAMPLES,
+    "population_soup_rank": "the toy soups its members' full parameters, not LoRA adapters: there is no rank",
+    "population_held_prompts": "the toy scores its members on the selection step's own batch, not on held-out prompts",
+    "novelty_embedding": "the toy's outcomes are their own embedding (the idea vector, a tabular outcome's descriptor)",
+    "semantic_embedding": "the toy clusters the idea vectors themselves",
+    "cov_method": "the --methods label picks it: clip-cov or kl-cov",
+}
+
 
 @dataclass
 class TrainerFields:
@@ -550,10 +579,16 @@ class TrainerFields:
 
 def toy_method_args(env: Env | None, method: Method, cfg: TrainConfig) -> Any:
     """The `divrl.methods` fields of a toy run, checked by every registered method's `validate` (errors name the
-    `divrl toy` flag): each field at `cfg.method_value`, its components' variant settings over it, except the switch
-    of a method that a component label could turn on and this run's do not (its default: off); `env` (None: no
-    environment yet) and the toy's options set the TOY_DERIVED fields."""
+    `divrl toy` flag): each field at `cfg.method_value`, its components' variant settings over it (a different value
+    set for the run, which would change nothing, is refused: fkl with --divergence js), except the switch of a method
+    that a component label could turn on and this run's do not (its default: off); `env` (None: no environment yet)
+    and the toy's options set the TOY_DERIVED fields."""
     switched, settings = method.switched(), method.variants()
+    overridden = {name: value for name, value in cfg.method_fields.items()
+                  if name in settings and value != settings[name]}
+    if overridden:
+        raise ValueError("; ".join(f"{option_flag(name)} {value!r} has no effect with --methods {method.name}, which "
+                                   f"sets {name} to {settings[name]!r}" for name, value in overridden.items()))
     labelled = {name for component in components().values() for name in component.methods}
     values: dict[str, Any] = {}
     for registered in REGISTRY.values():
