@@ -158,6 +158,36 @@ def test_divrl_sft_resumes_from_a_checkpoint(tiny_qwen3: Path, tmp_path: Path) -
     assert first.stat().st_mtime_ns == written  # step 1 was not trained (and saved) again: the run resumed
 
 
+def test_every_sft_save_has_divrls_card_and_a_portable_base(tiny_qwen3: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm start's adapter and checkpoints carry divrl's card, not PEFT's template, and record the embedded base
+    by its portable name, from which the merged model is rebuilt (as RL's saves do)."""
+    import shutil
+
+    from divrl.cli import main
+    from divrl.models import READY_MARKER
+
+    monkeypatch.setenv("DIVRL_CACHE", str(tmp_path / "cache"))  # the tiny model stands in for a prepared one
+    base = tmp_path / "cache" / "models" / "gemma-3-270m"
+    shutil.copytree(tiny_qwen3, base)
+    (base / READY_MARKER).write_text(json.dumps({"name": "gemma-3-270m"}))
+    out = tmp_path / "sft"
+    assert main(["sft", str(RECIPES / "hypospace-voxel.yaml"), "--model_name_or_path", "embedded:gemma-3-270m",
+                 "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1", "--logging_steps", "1",
+                 "--output_dir", str(out), "--instance_limit", "20"]) == 0
+    for folder in (out / "checkpoint-1", out / "checkpoint-2", out):
+        card = (folder / "README.md").read_text()
+        assert "Model Card for Model ID" not in card and "More Information Needed" not in card
+        assert "| methods | SFT |" in card and "`divrl sft` (TRL's `SFTTrainer`, LoRA)" in card
+        assert "| base model | `embedded:gemma-3-270m` |" in card and "| task | hypospace-voxel" in card
+        assert f"`divrl sft {RECIPES / 'hypospace-voxel.yaml'} --model_name_or_path embedded:gemma-3-270m" in card
+        assert "DeepSeekMath" not in card and "## Metrics at save (last logged training step, step" in card
+        assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == \
+            "embedded:gemma-3-270m"
+    assert "step 1 of 2" in (out / "checkpoint-1" / "README.md").read_text()
+    assert (out / "merged" / "config.json").is_file()
+
+
 def test_divrl_sft_logs_a_held_out_recovery_curve_without_changing_what_it_trains(tiny_qwen3: Path,
                                                                                   tmp_path: Path) -> None:
     """recovery_eval on `divrl sft`: the held-out curve at step 0, every eval_steps and the end, sampled from its own

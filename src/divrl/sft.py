@@ -24,6 +24,7 @@ from divrl.train import (
     RecoveryEvalArguments,
     add_recovery_eval,
     read_command_line,
+    recipe_command,
     recipe_parser,
     register_recipe_command,
     task_args_with_overrides,
@@ -74,13 +75,13 @@ def parse_recipe(argv: Sequence[str]) -> tuple[SFTScriptArguments, Any, Any]:
 
 
 def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) -> Any:
-    """Task data, model and LoRA wired into TRL's `SFTTrainer` (loss on the completion tokens only), with the
-    held-out recovery callback when recovery_eval is set."""
-    from trl import SFTTrainer
-
+    """Task data, model and LoRA wired into TRL's `SFTTrainer` (loss on the completion tokens only; divrl's
+    `WarmStartTrainer` adds the model card), with the held-out recovery callback when recovery_eval is set."""
     from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
+    from divrl.trainers.warm_start import WarmStartTrainer
 
-    task = build_task(script.task, **task_args_with_overrides(script))
+    task_args = task_args_with_overrides(script)
+    task = build_task(script.task, **task_args)
     if not callable(getattr(task, "sft_dataset", None)):
         raise ValueError(f"divrl sft needs a task with warm-start data (an sft_dataset method); task {script.task!r} "
                          "has none")
@@ -96,9 +97,11 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
                                                 dtype=model_args.dtype, revision=model_args.model_revision,
                                                 attn_implementation=model_args.attn_implementation,
                                                 trust_remote_code=sft_args.trust_remote_code, cpu=sft_args.use_cpu)
-    trainer = SFTTrainer(model=model, args=sft_args, train_dataset=dataset.remove_columns(
-                             [c for c in dataset.column_names if c not in ("prompt", "completion")]),
-                         processing_class=tokenizer, peft_config=lora_config_from_model_args(model_args))
+    trainer = WarmStartTrainer(model=model, args=sft_args, train_dataset=dataset.remove_columns(
+                                   [c for c in dataset.column_names if c not in ("prompt", "completion")]),
+                               processing_class=tokenizer, peft_config=lora_config_from_model_args(model_args))
+    trainer.card_facts = {"task": f"{script.task} {task_args}" if task_args else script.task,
+                          "command": getattr(script, "command", None)}  # for the model card of every save
     if script.recovery_eval:  # the prompts RL and `divrl eval recovery` will use after this warm start
         held_out = task.train_dataset(split="test", style=script.prompt_style, seed=script.split_seed,
                                       limit=script.instance_limit, n_exemplars=script.n_exemplars)
@@ -152,7 +155,9 @@ def merge_adapter(adapter_dir: Path, out: Path, base: str | None = None, dtype: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Fine-tune, save the adapter in OUTPUT_DIR (and trainer_state.json), and the merged model in OUTPUT_DIR/merged."""
-    script, sft_args, model_args = parse_recipe(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script, sft_args, model_args = parse_recipe(argv)
+    script.command = recipe_command(argv, "sft")  # for the model card
     if not model_args.use_peft:
         raise ValueError("divrl sft trains a LoRA adapter: set use_peft true (the merged checkpoint comes from it)")
     trainer = build_trainer(script, sft_args, model_args)

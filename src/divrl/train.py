@@ -307,14 +307,14 @@ def recipe_parser(groups: tuple[type, ...], recipe: dict[str, Any], origin: Reci
     return parser
 
 
-def recipe_command(argv: list[str]) -> str:
-    """The command line that trains with `argv` (`divrl train RECIPE ...`, which is `-m divrl.train --config
-    RECIPE ...`), as a model card records it."""
+def recipe_command(argv: list[str], command: str = "train") -> str:
+    """The command line that runs `divrl COMMAND` with `argv` (`divrl train RECIPE ...`, which is `-m divrl.train
+    --config RECIPE ...`), as a model card records it."""
     import shlex
 
     if argv[:1] == ["--config"] and len(argv) > 1:
-        return shlex.join(["divrl", "train", *argv[1:]])
-    return shlex.join(["python", "-m", "divrl.train", *argv])
+        return shlex.join(["divrl", command, *argv[1:]])
+    return shlex.join(["python", "-m", f"divrl.{command}", *argv])
 
 
 def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:

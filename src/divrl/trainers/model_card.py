@@ -7,9 +7,10 @@ Without any method the run IS GRPO and keeps GRPOTrainer's values (plus the `div
 
 TRL writes its card into output_dir only, and PEFT's `save_pretrained` writes its blank template ("Model Card for
 Model ID") into every adapter folder. `write_model_card` replaces that, after every save (the final model, each
-checkpoint, the demo's adapters), with divrl's card: methods, papers, task, base model, the command and the metrics
-at save. It also records the base model in adapter_config.json by its portable name (`embedded:gemma-3-270m`, a hub
-id), which divrl's loaders resolve on any machine, instead of the absolute path it was loaded from.
+checkpoint, the demo's adapters, `divrl sft`'s warm starts), with divrl's card: methods, papers, task, base model,
+the command and the metrics at save. It also records the base model in adapter_config.json by its portable name
+(`embedded:gemma-3-270m`, a hub id), which divrl's loaders resolve on any machine, instead of the absolute path it
+was loaded from.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from divrl.methods import Card, Stage, active
 
 CARD_FILE = "README.md"
 ADAPTER_CONFIG = "adapter_config.json"
+GRPO_TRAINER = "divrl's `DivRLTrainer` (TRL's `GRPOTrainer` with diversity-preserving methods)"
 
 
 def method_cards(args: Any) -> tuple[dict[str, Card], bool]:
@@ -40,6 +42,11 @@ def method_cards(args: Any) -> tuple[dict[str, Card], bool]:
     return cards, replaces_grpo
 
 
+def distinct_papers(cards: dict[str, Card]) -> list[dict[str, Any]]:
+    """The papers of `cards`, each once, in order."""
+    return list({id(card.paper): card.paper for card in cards.values()}.values())
+
+
 def model_card_identity(args: Any, grpo_tags: list[str], grpo_name: str, grpo_paper: dict[str, Any]
                         ) -> tuple[list[str], str, dict[str, Any]]:
     """(`_tag_names`, `_name`, `_paper`) for a run with config `args`: the enabled methods joined with " + ", the
@@ -52,7 +59,7 @@ def model_card_identity(args: Any, grpo_tags: list[str], grpo_name: str, grpo_pa
     tags = ["trl", "divrl", *(card.tag for card in cards.values())]
     if not replaces_grpo:
         tags.insert(1, "grpo")
-    papers = list({id(card.paper): card.paper for card in cards.values()}.values())
+    papers = distinct_papers(cards)
     paper = {"citation": "\n\n".join(p["citation"] for p in papers)}
     if len(papers) == 1 and papers[0]["id"] is not None:
         paper.update(title=papers[0]["title"], id=papers[0]["id"])
@@ -93,17 +100,18 @@ def load_hint(base: str) -> str:
             f'"path/to/this/folder")`{note}.')
 
 
-def model_card(trainer: Any, folder: str, base: str | None) -> str:
+def model_card(trainer: Any, folder: str, base: str | None, trained_with: str = GRPO_TRAINER,
+               papers: list[dict[str, Any]] | None = None) -> str:
     """divrl's card for what `trainer` saved in `folder`: methods, papers, task, base model, the command that made
-    it, the metrics at save, how to load it, and the citations."""
+    it, the metrics at save, how to load it, and the citations. `trained_with` says which trainer made it;
+    `papers` defaults to those of the divrl methods enabled in `trainer.args` (none: GRPO's DeepSeekMath)."""
     from huggingface_hub import ModelCardData
 
     from divrl.models import EMBEDDED_PREFIX
 
-    cards, _ = method_cards(trainer.args)
-    papers = list({id(c.paper): c.paper for c in cards.values()}.values())
+    papers = distinct_papers(method_cards(trainer.args)[0]) if papers is None else papers
     facts = getattr(trainer, "card_facts", {})
-    task = trainer.task
+    task = getattr(trainer, "task", None)
     task_text = facts.get("task") or (
         None if task is None else f"{getattr(task, 'name', type(task).__name__)} {getattr(task, 'params', '')}".strip())
     adapter = (Path(folder) / ADAPTER_CONFIG).is_file()
@@ -112,13 +120,12 @@ def model_card(trainer: Any, folder: str, base: str | None) -> str:
                            tags=sorted(set(trainer._tag_names)), model_name=Path(folder).name).to_yaml()
     rows = [("methods", trainer._name),
             ("papers", "; ".join(p["title"] + (f" (arXiv:{p['id']})" if p["id"] else "") for p in papers)
-             or "DeepSeekMath (GRPO)"),
+             or ("DeepSeekMath (GRPO)" if trained_with == GRPO_TRAINER else "-")),
             ("task", task_text or "-"), ("base model", f"`{base}`" if base else "-"),
             ("command", f"`{facts.get('command') or script_command()}`"),
             ("saved at", f"step {trainer.state.global_step} of {trainer.state.max_steps}")]
     lines = ["---", header, "---", "", f"# {Path(folder).name}: {trainer._name}", "",
-             f"A {'LoRA adapter' if adapter else 'model'} trained with divrl's `DivRLTrainer` (TRL's `GRPOTrainer` "
-             "with diversity-preserving methods).", "", "| | |", "|---|---|",
+             f"A {'LoRA adapter' if adapter else 'model'} trained with {trained_with}.", "", "| | |", "|---|---|",
              *(f"| {key} | {value} |" for key, value in rows), ""]
     for heading, numbers in metrics_at_save(trainer.state.log_history):
         lines += [f"## Metrics at save ({heading})", "", "| metric | value |", "|---|---|",
@@ -127,14 +134,17 @@ def model_card(trainer: Any, folder: str, base: str | None) -> str:
         lines += ["## Loading", "", "divrl resolves the base model: `divrl eval task --model path/to/this/folder "
                   '...`, or `divrl.sampling.load_for_sampling("path/to/this/folder")` in Python.', "",
                   load_hint(base), ""]
-    citations = [p["citation"] for p in papers] or [trainer._paper.get("citation", "")]
-    lines += ["## Citations", "", "```bibtex", "\n\n".join(c for c in citations if c), "```", ""]
+    citations = [c for c in [p["citation"] for p in papers] or [trainer._paper.get("citation", "")] if c]
+    if citations:
+        lines += ["## Citations", "", "```bibtex", "\n\n".join(citations), "```", ""]
     return "\n".join(lines)
 
 
-def write_model_card(trainer: Any, folder: str) -> None:
+def write_model_card(trainer: Any, folder: str, trained_with: str = GRPO_TRAINER,
+                     papers: list[dict[str, Any]] | None = None) -> None:
     """After a save into `folder` by the saving process: the base model recorded by its portable name in
-    adapter_config.json (atomically), and divrl's card in README.md in place of PEFT's template or TRL's card."""
+    adapter_config.json (atomically), and divrl's card (`model_card`) in README.md in place of PEFT's template or
+    TRL's card."""
     from divrl.models import portable_model_name
 
     peft_config = getattr(trainer.model, "peft_config", None)
@@ -151,4 +161,4 @@ def write_model_card(trainer: Any, folder: str) -> None:
             partial = config_file.with_name(config_file.name + ".partial")
             partial.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
             os.replace(partial, config_file)
-    (Path(folder) / CARD_FILE).write_text(model_card(trainer, folder, base))
+    (Path(folder) / CARD_FILE).write_text(model_card(trainer, folder, base, trained_with, papers))
