@@ -213,6 +213,31 @@ def test_output_that_is_not_a_terminal_has_no_progress_bar_redraws(tiny_qwen3, t
     assert b"FutureWarning" not in run.stderr  # the loader's PEFT / transformers deprecations are filtered
 
 
+def test_the_console_drops_bitsandbytes_cpu_kernel_notice_and_nothing_else(caplog: pytest.LogCaptureFixture) -> None:
+    """bitsandbytes logs its CPU-kernel notice only on AVX512-BF16 CPUs, so the record is emitted here directly."""
+    import logging
+
+    from divrl.quiet import CPU_KERNEL_NOTICE, quiet_console
+
+    logger = logging.getLogger(CPU_KERNEL_NOTICE[0])
+    notice = "Failed to load CPU gemm_4bit_forward from kernels-community: %s. Please make sure you already `pip " \
+             "install kernels` and the kernels >= 0.11.1"
+    before = list(logger.filters)
+    try:
+        with caplog.at_level(logging.WARNING):
+            logger.warning(notice, "No module named 'kernels'")
+            assert "gemm_4bit_forward" in caplog.text  # shown before the entry point's setup
+            caplog.clear()
+            quiet_console()
+            quiet_console()  # idempotent: one filter
+            logger.warning(notice, "No module named 'kernels'")
+            logger.warning("another bitsandbytes warning")
+        assert "gemm_4bit_forward" not in caplog.text and "another bitsandbytes warning" in caplog.text
+        assert len(logger.filters) == len(before) + 1
+    finally:
+        logger.filters[:] = before
+
+
 def test_trainer_construction_and_training_show_no_upstream_deprecations(tiny_qwen3, tmp_path) -> None:
     import warnings
 

@@ -13,7 +13,7 @@ import sys
 import typing
 from collections.abc import Sequence
 
-from divrl.quiet import quiet_progress_bars
+from divrl.quiet import quiet_console
 
 # Top-level subcommands: name -> module with `register(subparsers)`.
 COMMANDS: dict[str, str] = {
@@ -70,7 +70,7 @@ def require_at_least(args: argparse.Namespace, **minimums: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `divrl` console script; bad input (ValueError, or a file that cannot be read or
     written: OSError) exits 2 with its message instead of a traceback."""
-    quiet_progress_bars()  # before anything imports tqdm
+    quiet_console()  # before anything imports tqdm or bitsandbytes
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):

@@ -4,10 +4,15 @@ tqdm redraws a bar with carriage returns; in a log file (stderr not a terminal) 
 `\\r` line. transformers 5 deprecates names that TRL and PEFT still use (`is_gradient_checkpointing`,
 `gradient_checkpointing_enable`, TrainingArguments' `gradient_checkpointing`), and each use prints a FutureWarning a
 divrl user can do nothing about; they are filtered only around the divrl calls that trigger them.
+
+bitsandbytes, imported on a CPU with AVX512-BF16, tries to fetch a 4-bit CPU matmul kernel from the Hugging Face hub
+and logs "Failed to load CPU gemm_4bit_forward ... pip install kernels" when it cannot. divrl never runs 4-bit on the
+CPU (`divrl.models.load_model_and_tokenizer` loads unquantized weights there), so that line is dropped too.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -19,6 +24,8 @@ from contextlib import contextmanager
 UPSTREAM_DEPRECATIONS = ("`is_gradient_checkpointing` is deprecated", "`gradient_checkpointing` is deprecated",
                          "`gradient_checkpointing_enable` is deprecated", "`gradient_checkpointing_disable` is "
                          "deprecated")
+# The logger and message start of bitsandbytes' notice that it could not fetch its CPU 4-bit kernel.
+CPU_KERNEL_NOTICE = ("bitsandbytes.backends.cpu.ops", "Failed to load CPU gemm_4bit_forward")
 # Environment switches that turn progress bars off; tqdm reads TQDM_* when it is first imported.
 NO_PROGRESS_BARS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
 
@@ -31,6 +38,19 @@ def quiet_progress_bars() -> bool:
     for name, value in NO_PROGRESS_BARS.items():
         os.environ.setdefault(name, value)
     return True
+
+
+def _not_the_cpu_kernel_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(CPU_KERNEL_NOTICE[1])
+
+
+def quiet_console() -> None:
+    """What divrl's entry points call first: progress bars off in log files (`quiet_progress_bars`), and
+    bitsandbytes' CPU-kernel notice dropped (its logger keeps every other record)."""
+    quiet_progress_bars()
+    logger = logging.getLogger(CPU_KERNEL_NOTICE[0])
+    if _not_the_cpu_kernel_notice not in logger.filters:
+        logger.addFilter(_not_the_cpu_kernel_notice)
 
 
 @contextmanager

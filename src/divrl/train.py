@@ -481,9 +481,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 if __name__ == "__main__":
-    from divrl.quiet import quiet_progress_bars
+    from divrl.quiet import quiet_console
 
-    quiet_progress_bars()
+    quiet_console()
     try:
         sys.exit(main())
     except ValueError as error:  # bad input: one line naming the problem, as `divrl train` prints it
