@@ -183,7 +183,7 @@ def write_report(state: Path, results: Path) -> dict[str, Any]:
                 **json.loads((state / "pilots" / "budget.json").read_text())}
     units = load_units(state)
     rows = []
-    for arm in (a for a in ARM_ORDER if a in units):
+    for arm in (a for a in ARM_ORDER if a in units and a != "sample"):  # sampling is a reference, not a compared arm
         for reference in ("grpo+df" if arm.endswith("+df") and arm != "grpo+df" else "grpo", "sample"):
             if arm != reference and reference in units:
                 rows.append({"arm": arm, "reference": reference,

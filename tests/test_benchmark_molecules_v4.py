@@ -64,6 +64,8 @@ def test_report_pairs_by_seed_and_gives_the_verdict(state: Path, tmp_path: Path)
         _unit(state, "grpo", seed, grpo)
         _unit(state, "ips", seed, ips, calls=10 if seed else 8)
     result = report.write_report(state, tmp_path / "results")
+    assert [(r["arm"], r["reference"]) for r in result["paired"]] == [("grpo", "sample"), ("ips", "grpo"),
+                                                                        ("ips", "sample")]  # each pair once
     ips_grpo = next(r for r in result["paired"] if (r["arm"], r["reference"]) == ("ips", "grpo"))
     assert ips_grpo["yield"]["mean"] == pytest.approx(4.0) and ips_grpo["yield"]["n"] == 3
     assert ips_grpo["yield"]["ci_low"] > 0
