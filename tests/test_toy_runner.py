@@ -96,6 +96,17 @@ def test_fields_the_toy_never_reads_are_refused_with_the_reason():
         TrainConfig(steps=1, group_size=4, lr=0.1, flowrl_log_z_lr=1.0)
 
 
+def test_a_methods_switch_is_refused_as_an_option():
+    """ips / qd / population / flowrl are turned on by the --methods labels; set as an option they would be ignored."""
+    from divrl.toy.runner import labelled_switches
+
+    assert {"ips", "qd", "population", "flowrl"} <= labelled_switches().keys()
+    assert "zero_flat_groups" not in labelled_switches()  # no label turns it on: the option is read
+    with pytest.raises(ValueError, match="^population is set by the --methods labels, not as an option: "
+                                         r".*\bpop\b.* turns it on$"):
+        TrainConfig(steps=1, group_size=4, lr=0.1, population=True)
+
+
 def test_a_value_the_methods_label_overrides_is_refused():
     """fkl sets divergence to forward_kl: another --divergence would change nothing there, so it is refused; js takes
     it, and fkl accepts its own value."""

@@ -32,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
+from typing import Any, get_type_hints
 
 import numpy as np
 import torch
@@ -161,6 +161,11 @@ class TrainConfig(ToyOptions):
         inert = sorted(set(self.method_fields) & TOY_INERT.keys())
         if inert:
             raise ValueError("; ".join(f"{name} has no effect on the toy: {TOY_INERT[name]}" for name in inert))
+        switches = labelled_switches()
+        switched = sorted(set(self.method_fields) & switches.keys())
+        if switched:
+            raise ValueError("; ".join(f"{name} is set by the --methods labels, not as an option: "
+                                       f"{' or '.join(switches[name])} turns it on" for name in switched))
         toy_method_args(None, Method(name="grpo"), self)  # the methods' own checks of the fields, every method off
 
     def __getattr__(self, name: str) -> Any:
@@ -188,6 +193,17 @@ def option_flag(name: str) -> str:
     from divrl.toy.cli import method_flags
 
     return flag(name) if name in TRAIN_OPTIONS or name in method_flags() else name
+
+
+def labelled_switches() -> dict[str, list[str]]:
+    """The on/off switch field of each method a `--methods` label turns on (ips, qd, population, flowrl) -> those
+    labels: on the toy the labels alone decide them (a switch that is a setting, novelty_coef, keeps its flag)."""
+    by_method: dict[str, list[str]] = defaultdict(list)
+    for label, component in components().items():
+        for name in component.methods:
+            by_method[name].append(label)
+    return {method.switch: by_method[method.name] for method in REGISTRY.values()
+            if method.switch and method.name in by_method and get_type_hints(method.Config)[method.switch] is bool}
 
 
 def method_fields() -> dict[str, Any]:
