@@ -178,7 +178,7 @@ def test_every_sft_save_has_divrls_card_and_a_portable_base(tiny_qwen3: Path, tm
     for folder in (out / "checkpoint-1", out / "checkpoint-2", out):
         card = (folder / "README.md").read_text()
         assert "Model Card for Model ID" not in card and "More Information Needed" not in card
-        assert "| methods | SFT |" in card and "`divrl sft` (TRL's `SFTTrainer`, LoRA)" in card
+        assert "| methods | SFT |" in card and "`divrl sft` (TRL's `SFTTrainer`, LoRA)" in card and "- divrl\n" in card
         assert "| base model | `embedded:gemma-3-270m` |" in card and "| task | hypospace-voxel" in card
         assert f"`divrl sft {RECIPES / 'hypospace-voxel.yaml'} --model_name_or_path embedded:gemma-3-270m" in card
         assert "DeepSeekMath" not in card and "## Metrics at save (last logged training step, step" in card

@@ -78,6 +78,7 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
     """Task data, model and LoRA wired into TRL's `SFTTrainer` (loss on the completion tokens only; divrl's
     `WarmStartTrainer` adds the model card), with the held-out recovery callback when recovery_eval is set."""
     from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
+    from divrl.trainers.model_card import card_facts
     from divrl.trainers.warm_start import WarmStartTrainer
 
     task_args = task_args_with_overrides(script)
@@ -100,8 +101,7 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
     trainer = WarmStartTrainer(model=model, args=sft_args, train_dataset=dataset.remove_columns(
                                    [c for c in dataset.column_names if c not in ("prompt", "completion")]),
                                processing_class=tokenizer, peft_config=lora_config_from_model_args(model_args))
-    trainer.card_facts = {"task": f"{script.task} {task_args}" if task_args else script.task,
-                          "command": getattr(script, "command", None)}  # for the model card of every save
+    trainer.card_facts = card_facts(script.task, task_args, getattr(script, "command", None))
     if script.recovery_eval:  # the prompts RL and `divrl eval recovery` will use after this warm start
         held_out = task.train_dataset(split="test", style=script.prompt_style, seed=script.split_seed,
                                       limit=script.instance_limit, n_exemplars=script.n_exemplars)
@@ -129,18 +129,20 @@ def labelled_positions_only() -> Iterator[None]:
 
 
 def save_merged(trainer: Any, out: Path) -> Path:
-    """Merge the trained LoRA adapter into a fresh unquantized copy of the base and save it (with the tokenizer)
-    as a full checkpoint; the trainer's own model is left as it is."""
-    return merge_adapter(Path(trainer.args.output_dir), out, dtype=trainer.model.dtype,
+    """Merge the trained LoRA adapter into a fresh unquantized copy of the base the trainer loaded (its path, not the
+    portable name the saved adapter records, which may resolve to another revision) and save it (with the
+    tokenizer) as a full checkpoint; the trainer's own model is left as it is."""
+    base = next(iter(trainer.model.peft_config.values())).base_model_name_or_path
+    return merge_adapter(Path(trainer.args.output_dir), out, base=base, dtype=trainer.model.dtype,
                          tokenizer=trainer.processing_class)
 
 
 def merge_adapter(adapter_dir: Path, out: Path, base: str | None = None, dtype: Any = "auto",
                   tokenizer: Any = None) -> Path:
     """Merge the LoRA adapter saved in `adapter_dir` into an unquantized copy of its base model (`base`: a hub
-    id, path or `embedded:NAME`; default the path the adapter recorded) and save the result, with `tokenizer`
-    (default: the base's), as a full checkpoint in `out`; this also re-merges a saved adapter on a machine that
-    lacks the merged weights."""
+    id, path or `embedded:NAME`; default the base the adapter recorded, a portable name divrl resolves on any
+    machine) and save the result, with `tokenizer` (default: the base's), as a full checkpoint in `out`; this also
+    re-merges a saved adapter on a machine that lacks the merged weights."""
     from peft import PeftConfig, PeftModel
 
     from divrl.models import load_model_and_tokenizer
@@ -180,6 +182,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 if __name__ == "__main__":
+    from divrl.quiet import quiet_console
+
+    quiet_console()
     try:
         sys.exit(main())
     except ValueError as error:

@@ -131,6 +131,7 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     """Task, dataset, model and LoRA, wired into a `DivRLTrainer` that runs the methods the config enables."""
     from divrl.models import load_model_and_tokenizer, lora_config_from_model_args
     from divrl.trainers.divrl_trainer import DivRLTrainer
+    from divrl.trainers.model_card import card_facts
 
     task_args = task_args_with_overrides(script_args)
     task = build_task(script_args.task, **task_args)
@@ -167,8 +168,7 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     trainer = DivRLTrainer(model=model, reward_funcs=task.reward_funcs(), args=training_args, train_dataset=dataset,
                            eval_dataset=eval_dataset if trl_eval else None, processing_class=tokenizer,
                            peft_config=peft_config, task=task)
-    trainer.card_facts = {"task": f"{script_args.task} {task_args}" if task_args else script_args.task,
-                          "command": getattr(script_args, "command", None)}  # for the model card of every save
+    trainer.card_facts = card_facts(script_args.task, task_args, getattr(script_args, "command", None))
     if script_args.recovery_eval:
         trainer.eval_dataset = eval_dataset
         add_recovery_eval(trainer, task, script_args, eval_dataset)

@@ -117,8 +117,9 @@ class ToyOptions:
 
 class TrainConfig(ToyOptions):
     """A toy run's settings: the toy's own options and, as keywords, any registered divrl method field by its
-    `DivRLConfig` name but those the toy derives (TOY_DERIVED) or never reads (TOY_INERT); `cfg.<method field>` reads
-    the value the field takes where its method is on (`method_value`). The methods' own `validate` checks the fields."""
+    `DivRLConfig` name but those the toy derives (TOY_DERIVED), never reads (TOY_INERT) or lets a `--methods` label
+    switch on (`labelled_switches`); `cfg.<method field>` reads the value the field takes where its method is on
+    (`method_value`). The methods' own `validate` checks the fields."""
 
     def __init__(self, *args: Any, **values: Any) -> None:
         own = {spec.name for spec in fields(ToyOptions)}
@@ -198,12 +199,18 @@ def option_flag(name: str) -> str:
 def labelled_switches() -> dict[str, list[str]]:
     """The on/off switch field of each method a `--methods` label turns on (ips, qd, population, flowrl) -> those
     labels: on the toy the labels alone decide them (a switch that is a setting, novelty_coef, keeps its flag)."""
-    by_method: dict[str, list[str]] = defaultdict(list)
+    labels = method_labels()
+    return {method.switch: labels[method.name] for method in REGISTRY.values()
+            if method.switch and method.name in labels and get_type_hints(method.Config).get(method.switch) is bool}
+
+
+def method_labels() -> dict[str, list[str]]:
+    """Each method a `--methods` label turns on -> those labels."""
+    labels: dict[str, list[str]] = defaultdict(list)
     for label, component in components().items():
         for name in component.methods:
-            by_method[name].append(label)
-    return {method.switch: by_method[method.name] for method in REGISTRY.values()
-            if method.switch and method.name in by_method and get_type_hints(method.Config)[method.switch] is bool}
+            labels[name].append(label)
+    return dict(labels)
 
 
 def method_fields() -> dict[str, Any]:
@@ -605,7 +612,7 @@ def toy_method_args(env: Env | None, method: Method, cfg: TrainConfig) -> Any:
     if overridden:
         raise ValueError("; ".join(f"{option_flag(name)} {value!r} has no effect with --methods {method.name}, which "
                                    f"sets {name} to {settings[name]!r}" for name, value in overridden.items()))
-    labelled = {name for component in components().values() for name in component.methods}
+    labelled = method_labels().keys()
     values: dict[str, Any] = {}
     for registered in REGISTRY.values():
         for spec in fields(registered.Config):

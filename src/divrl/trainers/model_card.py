@@ -66,6 +66,11 @@ def model_card_identity(args: Any, grpo_tags: list[str], grpo_name: str, grpo_pa
     return tags, " + ".join(cards), paper
 
 
+def card_facts(task: str, task_args: dict[str, Any], command: str | None) -> dict[str, Any]:
+    """What a recipe run tells its model card beyond the trainer: the task with its settings and the command."""
+    return {"task": f"{task} {task_args}" if task_args else task, "command": command}
+
+
 def script_command() -> str:
     """The command line of this process, as a card records it when nothing more precise was given."""
     return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])

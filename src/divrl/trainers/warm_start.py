@@ -15,6 +15,8 @@ SFT_TRAINER = "`divrl sft` (TRL's `SFTTrainer`, LoRA): a supervised warm start f
 class WarmStartTrainer(SFTTrainer):
     """TRL's SFTTrainer plus divrl's model card and portable base name in every saved folder."""
 
+    _tag_names = ["trl", "sft", "divrl"]
+
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """SFTTrainer's save, then the card and the portable base name (the saving process only)."""
         super().save_model(output_dir, _internal_call)
