@@ -214,15 +214,18 @@ def test_output_that_is_not_a_terminal_has_no_progress_bar_redraws(tiny_qwen3, t
 
 
 def test_the_console_drops_bitsandbytes_cpu_kernel_notice_and_nothing_else(caplog: pytest.LogCaptureFixture) -> None:
-    """bitsandbytes logs its CPU-kernel notice only on AVX512-BF16 CPUs, so the record is emitted here directly."""
+    """bitsandbytes logs its CPU-kernel notice only on AVX512-BF16 CPUs, so the record is emitted here directly
+    (from a logger without the filter an earlier `divrl` command in this process installed)."""
     import logging
 
+    from divrl import quiet
     from divrl.quiet import CPU_KERNEL_NOTICE, quiet_console
 
     logger = logging.getLogger(CPU_KERNEL_NOTICE[0])
     notice = "Failed to load CPU gemm_4bit_forward from kernels-community: %s. Please make sure you already `pip " \
              "install kernels` and the kernels >= 0.11.1"
-    before = list(logger.filters)
+    saved = list(logger.filters)
+    logger.filters[:] = before = [f for f in saved if f is not quiet._not_the_cpu_kernel_notice]
     try:
         with caplog.at_level(logging.WARNING):
             logger.warning(notice, "No module named 'kernels'")
@@ -235,7 +238,7 @@ def test_the_console_drops_bitsandbytes_cpu_kernel_notice_and_nothing_else(caplo
         assert "gemm_4bit_forward" not in caplog.text and "another bitsandbytes warning" in caplog.text
         assert len(logger.filters) == len(before) + 1
     finally:
-        logger.filters[:] = before
+        logger.filters[:] = saved
 
 
 def test_trainer_construction_and_training_show_no_upstream_deprecations(tiny_qwen3, tmp_path) -> None:
