@@ -6,22 +6,15 @@ Light at import time: torch, numpy and matplotlib load inside the handler.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
 import time
-import types
-import typing
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from divrl.toy.methods import LABELLED
-from divrl.toy.options import DEPRECATED_FLAGS, ENV_DEFAULTS, ENV_OPTIONS, ENVS, TRAIN_OPTIONS, flag
-
-# A method field's type annotation -> what its flag parses (other types, bools and lists, have no flag).
-FLAG_TYPES: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str}
+from divrl.toy.options import DEPRECATED_FLAGS, ENV_DEFAULTS, ENV_OPTIONS, ENVS, TRAIN_OPTIONS, flag, method_flags
 
 
 class _DeprecatedFlag(argparse.Action):
@@ -31,48 +24,6 @@ class _DeprecatedFlag(argparse.Action):
                  option_string: str | None = None) -> None:
         print(f"divrl toy: {option_string} is deprecated, use {flag(self.dest)} (DivRLConfig's name)", file=sys.stderr)
         setattr(namespace, self.dest, values)
-
-
-def _number_or_text(text: str) -> float | str:
-    """A `float | str` field's flag value: a number where it reads as one (maxent_entropy_target: 1.0 or 'auto')."""
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
-def flag_type(annotation: Any) -> Callable[[str], Any] | None:
-    """What the flag of a field of type `annotation` parses (`X | None` as X), or None for a field with no flag
-    (booleans, lists, other types). A type, not its string: TRL's argument parser replaces the dataclass fields'
-    string annotations with the types they name, so only the resolved hints are the same before and after it."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        kinds = {kind for kind in typing.get_args(annotation) if kind is not type(None)}
-    elif origin is None:
-        kinds = {annotation}
-    else:
-        return None
-    if kinds == {float, str}:
-        return _number_or_text
-    return FLAG_TYPES.get(next(iter(kinds))) if len(kinds) == 1 else None
-
-
-def method_flags() -> dict[str, tuple[Callable[[str], Any], str]]:
-    """The divrl methods' flags, from the registry: each field of a registered method's `DivRLConfig` config with a
-    number or text type, except those the toy derives (TOY_DERIVED) or never reads (TOY_INERT): dest -> (type, help:
-    the field's first sentence)."""
-    from divrl.methods import REGISTRY
-    from divrl.settings_help import first_sentence
-    from divrl.toy.runner import TOY_DERIVED, TOY_INERT
-
-    flags = {}
-    for method in REGISTRY.values():
-        hints = typing.get_type_hints(method.Config)
-        for spec in dataclasses.fields(method.Config):
-            kind = flag_type(hints[spec.name])
-            if kind is not None and spec.name not in TOY_DERIVED and spec.name not in TOY_INERT:
-                flags[spec.name] = (kind, f"{method.name}: {first_sentence(spec.metadata.get('help', ''))}")
-    return flags
 
 
 def _add_method_flags(parser: argparse.ArgumentParser) -> None:

@@ -74,7 +74,15 @@ from divrl.methods.hooks import TaskHooks
 from divrl.methods.maxent_entropy import MaxEntEntropy, TRLEntropyControl, parse_entropy_target
 from divrl.toy.envs import IDEA_OUTCOMES, IdeaEnv, TabularEnv
 from divrl.toy.methods import Method, components
-from divrl.toy.options import TOY_METHOD_DEFAULTS, TRAIN_OPTIONS, TRAINER_FLAGS, flag
+from divrl.toy.options import (
+    TOY_DERIVED,
+    TOY_INERT,
+    TOY_METHOD_DEFAULTS,
+    TRAIN_OPTIONS,
+    TRAINER_FLAGS,
+    flag,
+    method_flags,
+)
 from divrl.toy.policies import IdeaPolicy, Params, Policy, Rollout, TabularPolicy
 from divrl.toy.trl_entropy import adaptive_step, applied_coefficient
 
@@ -191,8 +199,6 @@ class TrainConfig(ToyOptions):
 def option_flag(name: str) -> str:
     """The `divrl toy` flag that sets option or method field `name` (the field name for one with none: a toy option
     such as reference_samples, a method's switch or list, a TOY_DERIVED or TOY_INERT field)."""
-    from divrl.toy.cli import method_flags
-
     return flag(name) if name in TRAIN_OPTIONS or name in method_flags() else name
 
 
@@ -550,33 +556,6 @@ class Trainer:
         if self.method_args.population and (step + 1) % self.method_args.population_interval == 0:
             self.population_step(rollout, rewards)
         return rollout, rewards, dist
-
-
-# Method fields the toy sets from its environment (the QD grid) and its options (what one outcome is).
-TOY_DERIVED = ("ips_outcome_key", "qd_dims", "qd_ranges")
-
-_LOG_Z_SCALAR = "the toy's log Z is one learnable scalar per member and prompt, not FlowRL's neural head"
-_OWN_REFERENCE_SAMPLES = ("the toy draws its own reference samples once from its initial policy (reference_samples of "
-                          "them); it reads no rehearsal set")
-# Method fields that would change nothing on the toy, each with why: the LLM trainer's machinery they tune has no toy
-# counterpart. `divrl toy` offers no flag for them (`divrl.toy.cli.method_flags`) and a TrainConfig that sets one is
-# refused with the reason, rather than run as if it applied.
-TOY_INERT: dict[str, str] = {
-    "flowrl_log_z_layers": _LOG_Z_SCALAR,
-    "flowrl_log_z_width": _LOG_Z_SCALAR,
-    "flowrl_log_z_dropout": _LOG_Z_SCALAR,
-    "flowrl_log_z_lr": "the toy trains its log Z scalars with the policy, by the same optimizer at --lr",
-    "flowrl_importance_clip": "the toy clips FlowRL's importance weight pi / pi_old at --clip",
-    "divergence_estimator": "the toy always estimates fkl / js on samples drawn once from its initial policy (the "
-                            "reference-sample estimator)",
-    "divergence_rehearsal_path": _OWN_REFERENCE_SAMPLES,
-    "divergence_rehearsal_batch_size": _OWN_REFERENCE_SAMPLES,
-    "population_soup_rank": "the toy soups its members' full parameters, not LoRA adapters: there is no rank",
-    "population_held_prompts": "the toy scores its members on the selection step's own batch, not on held-out prompts",
-    "novelty_embedding": "the toy's outcomes are their own embedding (the idea vector, a tabular outcome's descriptor)",
-    "semantic_embedding": "the toy clusters the idea vectors themselves",
-    "cov_method": "the --methods label picks it: clip-cov or kl-cov",
-}
 
 
 @dataclass
