@@ -117,7 +117,6 @@ TOY_INERT: dict[str, str] = {
 FLAG_TYPES: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str}
 
 
-
 def _number_or_text(text: str) -> float | str:
     """A `float | str` field's flag value: a number where it reads as one (maxent_entropy_target: 1.0 or 'auto')."""
     try:
