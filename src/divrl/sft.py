@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `divrl sft RECIPE.yaml [--field value ...]`."""
     register_recipe_command(subparsers, "sft", main,
-                            "Supervised warm start on a HypoSpace train split (TRL SFTTrainer, LoRA), merged for RL.",
+                            "Supervised warm start on a task's sft_dataset (TRL SFTTrainer, LoRA), merged for RL.",
                             "recipes/sft/hypospace-voxel.yaml --max_steps 50")
 
 
