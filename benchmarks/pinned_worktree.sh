@@ -24,6 +24,10 @@ if [ ! -x "$venv/bin/python" ]; then
     "$venv/bin/pip" install -q --upgrade pip
     "$venv/bin/pip" install -q "${TORCH_SPEC:-torch==2.13.0}"
 fi
-# the campaign's own copy of divrl, not an editable install of main
-"$venv/bin/pip" install -q --no-deps --force-reinstall "$worktree"
-"$venv/bin/pip" install -q "$worktree[dev,embedded]"
+# the campaign's own copy of divrl, not an editable install of main; lanes of one campaign share the worktree and
+# pip builds inside it, so concurrent installs race on its build/ folder: they take turns on a lock beside it
+(
+    flock 9
+    "$venv/bin/pip" install -q --no-deps --force-reinstall "$worktree"
+    "$venv/bin/pip" install -q "$worktree[dev,embedded]"
+) 9>"$worktree.install.lock"
