@@ -86,7 +86,9 @@ def law_fits(state: Path, units: dict[str, dict[int, dict[str, Any]]]) -> dict[s
 
 
 def figure(state: Path, units: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:
-    """Yield@tau against oracle calls per arm, one thin line per seed and the mean over seeds bold."""
+    """Yield@tau against oracle calls per arm, one thin line per seed and the mean over seeds bold. A run that stopped
+    short of B keeps the hits it had when it stopped (the protocol's reading), drawn dotted from there to B, so each
+    bold line ends at the mean of the table's Yield@tau."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,12 +103,14 @@ def figure(state: Path, units: dict[str, dict[int, dict[str, Any]]], path: Path)
                        (state / "units" / f"{arm}-seed{seed}" / "history.jsonl").read_text().splitlines()]
             curve = yield_curve(history[: metrics["B"]], metrics["tau"])
             ax.plot(range(1, len(curve) + 1), curve, color=color, linewidth=0.6, alpha=0.5)
+            if len(curve) < metrics["B"]:
+                ax.plot([len(curve), metrics["B"]], [curve[-1]] * 2, color=color, linewidth=0.6, alpha=0.5, ls=":")
+                curve = curve + [curve[-1]] * (metrics["B"] - len(curve))
             curves.append(curve)
-        shortest = min(len(c) for c in curves)
-        ax.plot(range(1, shortest + 1), np.mean([c[:shortest] for c in curves], axis=0), color=color, linewidth=2,
+        ax.plot(range(1, len(curves[0]) + 1), np.mean(curves, axis=0), color=color, linewidth=2,
                 label=f"{arm} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
     ax.set(xlabel="oracle calls", ylabel="distinct molecules with MPO > tau (Yield)",
-           title="Evidence v4: Yield against oracle calls (thin: seeds; bold: mean)")
+           title="Evidence v4: Yield against oracle calls (thin: seeds, dotted after a stop; bold: mean)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
