@@ -1,6 +1,7 @@
-"""Evidence v4's report (`python benchmarks/molecules_v4.py report`): per-seed measures, differences paired by seed
-with Student-t intervals, the target verdict per IPS arm, the Yield figure and the quality-diversity law fits, from
-the units in the state folder. Whatever has landed is reported, with how many seeds each number rests on."""
+"""Evidence v4's report (`python benchmarks/molecules_v4.py report`): per-seed measures, per-arm means, differences
+paired by seed with Student-t intervals, the target verdict per IPS arm, the Yield figure and the quality-diversity
+law fits, from the units in the state folder. Whatever has landed is reported, with how many seeds each number rests
+on."""
 
 from __future__ import annotations
 
@@ -35,6 +36,18 @@ def paired(units: dict[str, dict[int, dict[str, Any]]], arm: str, reference: str
     values = [units[arm][s][measure] - units[reference][s][measure] for s in seeds
               if units[arm][s][measure] is not None and units[reference][s][measure] is not None]
     return {**t_interval(values), "seeds": seeds}
+
+
+def arm_summaries(units: dict[str, dict[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per arm, each primary measure's mean and Student-t interval over its seeds (Oracle Burden over the seeds that
+    reached 100 hits), how many runs stopped short of B, and the fresh samples' mean uniqueness."""
+    out = {}
+    for arm in (a for a in ARM_ORDER if a in units):
+        seeds = units[arm]
+        out[arm] = {**{m: t_interval([u[m] for u in seeds.values() if u[m] is not None]) for m in PRIMARY},
+                    "stopped_short": sum(u["stopped_short"] for u in seeds.values()), "seeds": sorted(seeds),
+                    "fresh_uniqueness": float(np.mean([u["fresh"]["uniqueness"] for u in seeds.values()]))}
+    return out
 
 
 def verdicts(units: dict[str, dict[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -123,16 +136,20 @@ def _cell(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) and not float(value).is_integer() else f"{value:g}"
 
 
-def _interval(stat: dict[str, Any]) -> str:
+def _interval(stat: dict[str, Any], seeds: bool = True) -> str:
+    """'mean [low, high] (n seeds)': signed for a difference (`seeds`), plain and without the count for a level."""
+    sign = "+" if seeds else ""
     if stat["n"] == 0:
-        return "no shared seed"
+        return "no shared seed" if seeds else "-"
     if math.isnan(stat["ci_low"]):
-        return f"{stat['mean']:+.3g} (1 seed, no interval)"
-    return f"{stat['mean']:+.3g} [{stat['ci_low']:+.3g}, {stat['ci_high']:+.3g}] ({stat['n']} seeds)"
+        return f"{stat['mean']:{sign}.3g} (1 seed, no interval)"
+    count = f" ({stat['n']} seeds)" if seeds else ""
+    return f"{stat['mean']:{sign}.3g} [{stat['ci_low']:{sign}.3g}, {stat['ci_high']:{sign}.3g}]{count}"
 
 
 def markdown(settings: dict[str, Any], units: dict[str, dict[int, dict[str, Any]]], result: dict[str, Any]) -> str:
-    """The report's text: settings, per-seed table, paired differences, verdicts, fresh samples, law fits."""
+    """The report's text: settings, per-seed table, per-arm means, paired differences, verdicts, fresh samples, law
+    fits."""
     arms = [a for a in ARM_ORDER if a in units]
     lines = ["## Evidence v4: molecules under a fixed oracle budget (`benchmarks/molecules_v4.py`)", "",
              f"Protocol: `benchmarks/evidence/molecules_v4/protocol.md`. Warm start: SFT K = {settings.get('K')} "
@@ -148,6 +165,13 @@ def markdown(settings: dict[str, Any], units: dict[str, dict[int, dict[str, Any]
             short = " (stopped short)" if m["stopped_short"] else ""
             lines.append(f"| {arm} | {seed} | {m['yield']} | {_cell(m['oracle_burden'])} | {m['circles']} | "
                          f"{_cell(m['intdiv'])} | {m['calls']}{short} | {m['yield_tau2']} |")
+    lines += ["", "### Per arm (mean over seeds, Student-t 95% interval; OB over the seeds that reached 100 hits)", "",
+              "| arm | seeds | Yield@tau | OB_tau(100) | #Circles of hits | IntDiv of hits | stopped short | "
+              "fresh uniqueness |", "|---|---|---|---|---|---|---|---|"]
+    for arm, summary in result["arms"].items():
+        n = len(summary["seeds"])
+        lines.append(f"| {arm} | {n} | " + " | ".join(_interval(summary[m], seeds=False) for m in PRIMARY)
+                     + f" | {summary['stopped_short']} of {n} | {summary['fresh_uniqueness']:.3f} |")
     lines += ["", "### Differences paired by seed (mean, Student-t 95% interval, df = seeds - 1)", "",
               "| comparison | Yield@tau | #Circles | IntDiv |", "|---|---|---|---|"]
     for row in result["paired"]:
@@ -193,7 +217,7 @@ def write_report(state: Path, results: Path) -> dict[str, Any]:
                 rows.append({"arm": arm, "reference": reference,
                              **{m: paired(units, arm, reference, m) for m in PRIMARY}})
     result = {"settings": settings, "units": {a: {str(s): m for s, m in seeds.items()} for a, seeds in units.items()},
-              "paired": rows, "verdicts": verdicts(units), "law": law_fits(state, units)}
+              "arms": arm_summaries(units), "paired": rows, "verdicts": verdicts(units), "law": law_fits(state, units)}
     results.mkdir(parents=True, exist_ok=True)
     (results / "molecules_v4.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     (results / "molecules_v4.md").write_text(markdown(settings, units, result))

@@ -77,6 +77,10 @@ def test_report_pairs_by_seed_and_gives_the_verdict(state: Path, tmp_path: Path)
     assert "provisional: 3 of 5 seeds" in text and "(stopped short)" in text
     assert (tmp_path / "results" / "molecules_v4_yield.png").stat().st_size > 0
     assert result["law"]["arms"]["grpo"]["pooled"]["points"] == 18  # 3 seeds x 6 logged steps
+    ips = result["arms"]["ips"]  # hits 6, 7, 8 (seed 0 stopped short after 8 calls)
+    assert ips["yield"]["mean"] == pytest.approx(7.0) and ips["yield"]["ci_low"] < 7.0 < ips["yield"]["ci_high"]
+    assert (ips["stopped_short"], ips["seeds"], ips["oracle_burden"]["n"]) == (1, [0, 1, 2], 0)
+    assert "| ips | 3 | 7 [" in text and "| 1 of 3 |" in text
 
 
 def test_a_yield_below_grpo_is_a_miss(state: Path, tmp_path: Path) -> None:
