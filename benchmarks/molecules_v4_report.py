@@ -136,14 +136,14 @@ def _cell(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) and not float(value).is_integer() else f"{value:g}"
 
 
-def _interval(stat: dict[str, Any], seeds: bool = True) -> str:
-    """'mean [low, high] (n seeds)': signed for a difference (`seeds`), plain and without the count for a level."""
-    sign = "+" if seeds else ""
+def _interval(stat: dict[str, Any], difference: bool = True) -> str:
+    """'mean [low, high] (n seeds)': signed with its seed count for a paired difference, plain for a level."""
+    sign = "+" if difference else ""
     if stat["n"] == 0:
-        return "no shared seed" if seeds else "-"
+        return "no shared seed" if difference else "-"
     if math.isnan(stat["ci_low"]):
         return f"{stat['mean']:{sign}.3g} (1 seed, no interval)"
-    count = f" ({stat['n']} seeds)" if seeds else ""
+    count = f" ({stat['n']} seeds)" if difference else ""
     return f"{stat['mean']:{sign}.3g} [{stat['ci_low']:{sign}.3g}, {stat['ci_high']:{sign}.3g}]{count}"
 
 
@@ -170,7 +170,7 @@ def markdown(settings: dict[str, Any], units: dict[str, dict[int, dict[str, Any]
               "fresh uniqueness |", "|---|---|---|---|---|---|---|---|"]
     for arm, summary in result["arms"].items():
         n = len(summary["seeds"])
-        lines.append(f"| {arm} | {n} | " + " | ".join(_interval(summary[m], seeds=False) for m in PRIMARY)
+        lines.append(f"| {arm} | {n} | " + " | ".join(_interval(summary[m], difference=False) for m in PRIMARY)
                      + f" | {summary['stopped_short']} of {n} | {summary['fresh_uniqueness']:.3f} |")
     lines += ["", "### Differences paired by seed (mean, Student-t 95% interval, df = seeds - 1)", "",
               "| comparison | Yield@tau | #Circles | IntDiv |", "|---|---|---|---|"]
