@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "sft": "divrl.sft",
     "hypospace": "divrl.tasks.hypospace.cli",
     "prepare-model": "divrl.models",
+    "pretrain-clm": "divrl.tasks.molecules.pretrain",
     "sample-reference": "divrl.sample_reference_cli",
 }
 
