@@ -57,7 +57,11 @@ METHODS: dict[str, dict[str, Any]] = {
     "clip-cov": {**component_settings("clip-cov"), "cov_ratio": 2e-4},
     "kl-cov": {**component_settings("kl-cov"), "cov_ratio": 2e-4, "num_iterations": 2},
     "flowrl": component_settings("flowrl"),  # the IPS paper's baseline (Zhu et al. 2025 defaults: beta 15, clip 0.2)
+    # REINVENT's augmented likelihood (sigma 128, Saturn's and the IPS paper's): the molecule designers' baseline
+    "reinvent": component_settings("reinvent"),
 }
+# Methods written for one kind of task only: method -> the tasks that get its recipe.
+TASK_METHODS: dict[str, tuple[str, ...]] = {"reinvent": ("molecules",)}
 
 COMMON: dict[str, Any] = {
     "use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05,  # the IPS paper appendix B
@@ -151,6 +155,25 @@ MODELS: dict[str, dict[str, Any]] = {
         "method_overrides": {"pop": {"population_size": 3, "population_top_m": 2, "population_interval": 5},
                              "pop-ips-qd": {"population_size": 3, "population_top_m": 2, "population_interval": 5}},
     },
+    # divrl's chemical LM (~3M parameters, shipped): the IPS paper's molecule setting on a prior of its own kind.
+    # REINVENT updates every weight, so full fine-tuning (use_peft true makes it LoRA); one empty prompt (BOS alone)
+    # and 64 molecules a step, the paper's batch, as one group (64 rows of that prompt: a population holds some out to
+    # rank its members); 100 tokens cover MOSES's longest molecule (57 characters).
+    "smiles-clm-cpu": {
+        "hardware": "CPU, 1+ cores", "accelerate_config": None, "generation": HF_GENERATE_CPU,
+        "settings": {"model_name_or_path": "embedded:smiles-clm", "use_peft": False, "quantize": "none",
+                     "dtype": "float32", "bf16": False, "use_cpu": True, "prompt_style": "clm",
+                     "instance_limit": 64, "per_device_train_batch_size": 64, "num_generations": 64,
+                     "gradient_accumulation_steps": 1, "max_completion_length": 100, "learning_rate": 1e-4,
+                     "max_steps": 150, "activation_checkpointing": False, "lora_dropout": 0.0},
+        "tasks": ("molecules",),
+        # a population is K LoRA adapters on one shared base: its members cannot be full fine-tunes
+        "method_overrides": {"pop": {**POPULATION, "use_peft": True, "population_size": 3, "population_top_m": 2,
+                                     "population_interval": 5},
+                             "pop-ips-qd": {**POPULATION, **component_settings("ips"), **component_settings("qd"),
+                                            "use_peft": True, "population_size": 3, "population_top_m": 2,
+                                            "population_interval": 5}},
+    },
 }
 for _family in ("gemma-3-4b-it", "qwen3-4b"):
     MODELS[f"{_family}-vllm"] = {**MODELS[_family], "hardware": "1 GPU >= 40 GB", "generation": VLLM_COLOCATE,
@@ -180,7 +203,8 @@ def recipe_paths() -> dict[Path, dict[str, Any]]:
             if model not in TASK_FAMILIES.get(task, (model,)):
                 continue
             for method in spec.get("methods", METHODS):
-                paths[ROOT / model / task / f"{method}.yaml"] = recipe(model, task, method)
+                if task in TASK_METHODS.get(method, (task,)):
+                    paths[ROOT / model / task / f"{method}.yaml"] = recipe(model, task, method)
     return paths
 
 

@@ -77,3 +77,15 @@ def test_the_wheel_installs_without_editable_mode_and_trains_a_dry_run(tmp_path:
     _run([venv / "bin" / "divrl", "train", RECIPE, "--dry_run", "true", "--output_dir", "out"], cwd=elsewhere, env=env)
     state = json.loads((elsewhere / "out" / "dry-run" / "trainer_state.json").read_text())
     assert state["global_step"] == 1
+
+    # The chemical LM ships inside the wheel and loads by its embedded name, from the installed package.
+    shipped = {f"divrl/embedded/smiles-clm/{name}" for name in ("model.safetensors", "config.json", "tokenizer.json",
+                                                                 "README.md", "divrl_embedded.json")}
+    assert shipped <= set(zipfile.ZipFile(wheel).namelist())
+    probe = ("import torch; from divrl.models import load_model_and_tokenizer, resolve_model_name; "
+             "model, tokenizer = load_model_and_tokenizer('embedded:smiles-clm', cpu=True); "
+             "print(resolve_model_name('embedded:smiles-clm')); print(tokenizer('')['input_ids']); "
+             "torch.manual_seed(0); ids = model.generate(torch.tensor([[tokenizer.bos_token_id]]), do_sample=True, "
+             "max_new_tokens=100); print(tokenizer.decode(ids[0], skip_special_tokens=True))")
+    where, prompt, smiles = _run([python, "-c", probe], cwd=elsewhere, env=env).splitlines()[-3:]
+    assert Path(where).is_relative_to(purelib) and prompt == "[1]" and smiles

@@ -1,6 +1,7 @@
 """`divrl doctor`: what to run first on a new machine. It prints the versions of the stack, the devices and their
 memory, whether bitsandbytes' CUDA kernels load, then trains 2 steps of every method on a tiny local model on that
-device (fp32 on the CPU; bf16 and 4-bit NF4 on CUDA) and ends with a table: ok, or failed with the reason in one
+device (fp32 on the CPU; bf16 and 4-bit NF4 on CUDA) and 2 IPS steps of the shipped chemical LM on the molecule task,
+and ends with a table: ok, or failed with the reason in one
 line. It exits 0 only if everything that should run there ran."""
 
 from __future__ import annotations
@@ -135,6 +136,34 @@ def train_two_steps(model_dir: Path, out: Path, settings: dict[str, Any], precis
     return f"2 steps, loss {losses[-1]:.4f}"
 
 
+def chemical_lm_steps(out: Path, precision: str) -> str:
+    """2 IPS-GRPO steps of the shipped chemical LM (`embedded:smiles-clm`) on the molecule task from its empty
+    prompt, every weight trained (as REINVENT does); a short summary with the samples' validity."""
+    from transformers import PrinterCallback
+
+    from divrl import DivRLConfig, DivRLTrainer
+    from divrl.methods import presets_of
+    from divrl.models import load_model_and_tokenizer
+    from divrl.tasks.molecules import MoleculeTask, build_dataset
+
+    cuda = precision != "fp32"
+    model, tokenizer = load_model_and_tokenizer("embedded:smiles-clm", quantize="none",
+                                                dtype="bfloat16" if cuda else "float32", cpu=not cuda,
+                                                log=lambda message: None)
+    args = DivRLConfig(output_dir=str(out), use_cpu=not cuda, bf16=cuda, per_device_train_batch_size=16,
+                       num_generations=16, max_completion_length=100, max_steps=2, learning_rate=1e-4,
+                       logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True, seed=0,
+                       **presets_of("ips"))
+    trainer = DivRLTrainer(model, args=args, train_dataset=build_dataset(2, style="clm"), processing_class=tokenizer,
+                           task=MoleculeTask())
+    trainer.remove_callback(PrinterCallback)
+    trainer.train()
+    validity = [entry["molecules/validity"] for entry in trainer.state.log_history if "molecules/validity" in entry]
+    if len(validity) != 2:
+        raise RuntimeError(f"expected 2 logged steps, got {trainer.state.log_history}")
+    return f"2 IPS steps, full fine-tuning, validity {sum(validity) / 2:.2f}"
+
+
 def run_checks(methods: list[str] | None = None, log: Any = print) -> list[Check]:
     """Every training check this machine should pass, in order, each isolated: one failure does not stop the rest."""
     from divrl.testing import build_tiny_model
@@ -158,6 +187,16 @@ def run_checks(methods: list[str] | None = None, log: Any = print) -> list[Check
                     check = Check(label, False, one_line(exc))
                 log(f"{'ok    ' if check.ok else 'FAILED'} {check.name}: {check.detail}")
                 checks.append(check)
+        if methods is None:  # the chemical LM is small: fp32 on the CPU, bf16 on CUDA, never quantised
+            precision = precisions()[0]
+            label, started = f"chemical LM embedded:smiles-clm ({precision})", time.perf_counter()
+            try:
+                summary = chemical_lm_steps(Path(folder) / "runs" / f"smiles-clm-{precision}", precision)
+                check = Check(label, True, f"{summary}, {time.perf_counter() - started:.1f} s")
+            except Exception as exc:  # reported like every other check
+                check = Check(label, False, one_line(exc))
+            log(f"{'ok    ' if check.ok else 'FAILED'} {check.name}: {check.detail}")
+            checks.append(check)
     return checks
 
 

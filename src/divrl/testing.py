@@ -190,6 +190,33 @@ def build_tiny_model(
     return out
 
 
+def build_tiny_clm(out_dir: str | Path, hidden_size: int = 32, num_layers: int = 2, seed: int = 0) -> Path:
+    """Save a randomly initialised chemical LM shaped like `embedded:smiles-clm` (Llama over the atom-level SMILES
+    tokenizer, vocabulary from the SMILES shipped with RDKit) to `out_dir`: dry runs and tests of the `clm` prompt
+    style without the shipped weights."""
+    import dataclasses
+
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from divrl.tasks.molecules.data import SHIPPED_SMILES, shipped_smiles
+    from divrl.tasks.molecules.pretrain import PretrainConfig, model_config
+    from divrl.tasks.molecules.smiles_tokenizer import build_smiles_tokenizer, vocabulary
+
+    corpus = [smiles for source in SHIPPED_SMILES for smiles in shipped_smiles(source)]
+    tokenizer = build_smiles_tokenizer(vocabulary(corpus))
+    shape = dataclasses.replace(PretrainConfig(), hidden=hidden_size, layers=num_layers, heads=2,
+                                intermediate=2 * hidden_size)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(model_config(shape, tokenizer))
+    model.generation_config.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                   pad_token_id=tokenizer.pad_token_id)
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 @contextmanager
 def scripted_generation(tokenizer: Any, script: Callable[[str, int], str]) -> Iterator[None]:
     """Patch `GenerationMixin.generate`: prompt row i of a call gets the completion `script(prompt_text, row)`.

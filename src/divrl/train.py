@@ -76,8 +76,8 @@ class TrainScriptArguments(RecoveryEvalArguments):
     """What to train on: the task, its parameters and how its prompts are built."""
 
     prompt_style: str = field(default="auto", metadata={
-        "help": "'chat' (instruct models), 'base' (few-shot plain text) or 'auto' (chat iff the tokenizer has a "
-                "chat template)."})
+        "help": "'chat' (instruct models), 'base' (few-shot plain text), 'auto' (chat iff the tokenizer has a "
+                "chat template) or 'clm' (an empty prompt, BOS alone: a chemical LM on the molecule task)."})
     n_exemplars: int = field(default=3, metadata={"help": "Few-shot examples in 'base' prompts."})
     quantize: str = field(default="auto", metadata={
         "help": "'auto' (on CUDA: bf16 when 2x the bf16 weights + 4 GiB fit the free GPU memory, else 4-bit NF4; "
@@ -142,7 +142,8 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     # Every LoRA option of ModelConfig (DoRA, rsLoRA, modules_to_save, target_parameters, ...) via TRL's
     # get_peft_config; options an enabled method cannot train with are refused here, before the model loads.
     peft_config = lora_config_from_model_args(model_args, training_args)
-    model_name = dry_run_model(training_args) if script_args.dry_run else model_args.model_name_or_path
+    model_name = (dry_run_model(training_args, clm=script_args.prompt_style == "clm") if script_args.dry_run
+                  else model_args.model_name_or_path)
     if not model_name:
         raise ValueError("model_name_or_path is required (a hub id, a local path or embedded:gemma-3-270m)")
     model, tokenizer = load_model_and_tokenizer(model_name, quantize=script_args.quantize, dtype=model_args.dtype,
@@ -197,14 +198,15 @@ def keep_listed_prompts(dataset: Any, path: Path) -> Any:
     return kept
 
 
-def dry_run_model(training_args: Any) -> str:
-    """Write the tiny local model a dry run trains (once per machine, before the other processes read it)."""
-    from divrl.testing import build_tiny_model
+def dry_run_model(training_args: Any, clm: bool = False) -> str:
+    """Write the tiny local model a dry run trains (once per machine, before the other processes read it): a tiny
+    Qwen3, or with `clm` (prompt_style clm) a tiny chemical LM over SMILES tokens."""
+    from divrl.testing import build_tiny_clm, build_tiny_model
 
     path = Path(training_args.output_dir) / "tiny-model"
     with training_args.main_process_first(local=True, desc="dry run: building the tiny model"):
         if training_args.local_process_index == 0:
-            build_tiny_model("qwen3", path)
+            build_tiny_clm(path) if clm else build_tiny_model("qwen3", path)
     return str(path)
 
 

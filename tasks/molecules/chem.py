@@ -195,9 +195,9 @@ def extract_smiles(completion: Any, *, first_line: bool = False) -> str | None:
 
 def answer_smiles(completion: Any, prompt: Any = None) -> str | None:
     """The molecule a completion gives where `prompt` asks for it: after a plain-text prompt ending in "SMILES:"
-    (the base few-shot prompts) the first token of the completion's first line, otherwise (chat prompts, unknown
-    prompts) by the general extraction rule."""
-    asks_inline = isinstance(prompt, str) and prompt.rstrip().endswith(BASE_ANSWER_LABEL)
+    (the base few-shot prompts) or an empty prompt (a chemical LM's, BOS alone) the first token of the completion's
+    first line, otherwise (chat prompts, unknown prompts) by the general extraction rule."""
+    asks_inline = isinstance(prompt, str) and (prompt.rstrip().endswith(BASE_ANSWER_LABEL) or prompt == "")
     return extract_smiles(completion, first_line=asks_inline)
 
 

@@ -1,9 +1,10 @@
-"""`divrl eval molecules`: sample SMILES from a model, score them with the cheap MPO, write metrics.
+"""`divrl eval molecules`: sample SMILES from a model, score them with the task's objective (divrl's cheap MPO, or a
+PMO oracle with `--task-arg objective=NAME`), write metrics.
 
 Writes `DIR/metrics.json` (validity, uniqueness over valid molecules and over all samples, novelty,
 IntDiv in the MOSES and TDC conventions, reward distribution, Generative Yield, also within `--budget`
-oracle calls, and Oracle Burden), `DIR/samples.jsonl` and `DIR/plot.png`. Bad options fail before the
-model loads. Heavy imports (RDKit, torch, transformers) live in the handler.
+oracle calls, Oracle Burden and PMO's AUC top-10 over `--budget`), `DIR/samples.jsonl` and `DIR/plot.png`. Bad
+options fail before the model loads. Heavy imports (RDKit, torch, transformers) live in the handler.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def register(subparsers: Any) -> None:
         "molecules",
         help="validity, uniqueness, novelty, diversity, Yield and Oracle Burden of a SMILES generator",
         description="Sample N completions from few-shot SMILES prompts (examples from the SMILES files shipped "
-        "with RDKit), score them with the cached geometric-mean MPO, and write metrics.json, samples.jsonl "
-        "and plot.png.",
+        "with RDKit; or the empty prompt of a chemical LM, --prompt-style clm), score them with the cached objective "
+        "(divrl's geometric-mean MPO, or a PMO oracle: --task-arg objective=NAME), and write metrics.json "
+        "(including PMO's AUC top-10), samples.jsonl and plot.png.",
     )
     parser.add_argument("--model", required=True, help="hub id, local path, embedded:NAME or LoRA adapter directory")
     parser.add_argument("--samples", type=int, required=True, help="completions to sample in total")
@@ -37,9 +39,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--shots", type=int, default=3, help="example molecules per prompt (default 3)")
     parser.add_argument(
         "--prompt-style",
-        choices=["auto", "chat", "base"],
+        choices=["auto", "chat", "base", "clm"],
         default="auto",
-        help="auto: chat when the tokenizer has a chat template, else few-shot plain text",
+        help="auto: chat when the tokenizer has a chat template, else few-shot plain text; clm: the empty prompt "
+        "(BOS alone) of a chemical LM such as embedded:smiles-clm",
     )
     parser.add_argument(
         "--components",
@@ -127,7 +130,7 @@ def _run(args: argparse.Namespace) -> int:
         metadata={"model": args.model, "sampling": {"backend": args.backend, **sampling_config}},
     )
     summary_keys = ["validity", "sanity_rejected", "uniqueness", "sample_uniqueness", "novelty", "intdiv_moses",
-                    "intdiv_tdc", "isim_tanimoto", "circles", "yield"]
+                    "intdiv_tdc", "isim_tanimoto", "circles", "yield", "auc_top10"]
     if args.budget is not None:
         summary_keys.append(f"yield_{args.budget}_calls")
     print(json.dumps({k: metrics[k] for k in summary_keys}))

@@ -19,7 +19,10 @@ SHIPPED_SMILES = {
 }
 FEW_SHOT_SOURCE = "wehi"  # diverse, drug-like screening compounds
 FEW_SHOT_CHARS = (20, 60)  # few-shot examples of moderate length keep prompts short
-STYLES = ("base", "chat")  # plain-text few-shot for base models, chat messages for instruct models
+# plain-text few-shot for base models, chat messages for instruct models, an empty prompt for a chemical LM (whose
+# tokenizer turns it into BOS alone: `embedded:smiles-clm`)
+STYLES = ("base", "chat", "clm")
+CLM_PROMPT = ""
 
 BASE_HEADER = "Drug-like molecules written as SMILES strings, one per line.\n"
 INSTRUCT_SYSTEM = "You are an expert medicinal chemist who writes molecules as SMILES strings."
@@ -97,11 +100,14 @@ def chat_prompt(examples: list[str]) -> list[dict[str, str]]:
 
 
 def build_rows(n_prompts: int, style: str = "base", n_shots: int = 3, seed: int = 0) -> list[dict[str, Any]]:
-    """`n_prompts` rows {"prompt", "few_shot"}, each with its own seeded draw of `n_shots` examples."""
+    """`n_prompts` rows {"prompt", "few_shot"}, each with its own seeded draw of `n_shots` examples; with style
+    "clm" every prompt is empty and shows no example (a chemical LM writes a SMILES from BOS alone)."""
     if style not in STYLES:
         raise ValueError(f"prompt style must be one of {STYLES}, got {style!r}")
     if n_prompts < 1 or n_shots < 0:
         raise ValueError(f"need n_prompts >= 1 and n_shots >= 0, got n_prompts={n_prompts}, n_shots={n_shots}")
+    if style == "clm":
+        return [{"prompt": CLM_PROMPT, "few_shot": []} for _ in range(n_prompts)]
     pool = few_shot_pool()
     if n_shots > len(pool):
         raise ValueError(f"n_shots={n_shots} exceeds the {len(pool)} available few-shot examples")
