@@ -24,6 +24,7 @@ from divrl.methods.base import (
     active,
     configurable,
     counts_outcomes,
+    group_scaled,
     load_method_states,
     method_states,
     methods,
@@ -33,7 +34,8 @@ from divrl.methods.base import (
 
 # Registration order = model-card order (outcome keys first: they feed the methods that count outcomes).
 METHOD_MODULES = ("outcome_keys", "ips", "qd", "maxent_entropy", "novelty", "length_bins", "divergence", "population",
-                  "flowrl", "count_bonus", "unlikeliness", "passk", "covariance", "zero_flat_groups")
+                  "flowrl", "reinvent", "set_diversity", "count_bonus", "unlikeliness", "passk", "covariance",
+                  "zero_flat_groups")
 for _module in METHOD_MODULES:
     importlib.import_module(f"divrl.methods.{_module}")
 
@@ -56,5 +58,5 @@ def method_args(**values: Any) -> Any:
 
 
 __all__ = ["METHOD_MODULES", "REGISTRY", "AdvantageStep", "Card", "EntropyBonus", "LossContext", "LossStep", "Method",
-           "RewardStep", "Stage", "active", "config_classes", "configurable", "counts_outcomes", "load_method_states",
-           "method_args", "method_states", "methods", "presets_of", "register"]
+           "RewardStep", "Stage", "active", "config_classes", "configurable", "counts_outcomes", "group_scaled",
+           "load_method_states", "method_args", "method_states", "methods", "presets_of", "register"]

@@ -61,6 +61,8 @@ class Method:
     needs_lengths: ClassVar[bool] = False  # ADVANTAGE stage: reads `step.lengths`
     replaces_advantages: ClassVar[bool] = False  # ADVANTAGE stage: `advantages` replaces TRL's (one such method)
     train_only: ClassVar[bool] = True  # ADVANTAGE stage: acts on training batches only (False: evaluation ones too)
+    reads_rewards: ClassVar[bool] = False  # LOSS / OBJECTIVE: reads `inputs["divrl_rewards"]` (shaped, summed)
+    scales_by_group: ClassVar[bool] = False  # REWARD: multiplies task rewards by factors in [1, group] (IPS's 1/p_hat)
 
     def __init__(self, args: Any, hooks: Any) -> None:
         self.args = args
@@ -154,6 +156,9 @@ class Method:
         """LOSS: a term added to TRL's loss of this micro-batch (None: nothing)."""
         return None
 
+    def add_to_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """OBJECTIVE: add the objective's own parameters to the trainer's optimizer (FlowRL's log Z head)."""
+
     def surrogate_inputs(self, inputs: dict[str, Any], training: bool) -> dict[str, Any]:
         """OBJECTIVE: the inputs TRL's loss runs on instead of `inputs` (FlowRL: zeroed advantages, so that GRPO's
         surrogate is 0 and only TRL's KL, entropy and aux terms remain)."""
@@ -192,6 +197,12 @@ def configurable(method: type[Method], args: Any) -> bool:
 def active(args: Any, stage: Stage | None = None) -> list[type[Method]]:
     """The methods `args` switches on (of `stage`, by `order`)."""
     return [m for m in methods(stage) if configurable(m, args) and m.enabled(args)]
+
+
+def group_scaled(args: Any) -> bool:
+    """Whether an enabled REWARD method multiplies task rewards by factors up to the group size (IPS): an objective
+    that reads rewards on their own scale (REINVENT's sigma S) divides them by the group size."""
+    return any(m.scales_by_group for m in active(args, Stage.REWARD))
 
 
 def counts_outcomes(args: Any) -> bool:

@@ -38,6 +38,7 @@ class IPS(Method):
     card = Card("IPS-GRPO", "ips-grpo", papers.IPS)
     preset = {"ips": True}
     counts_outcomes = True
+    scales_by_group = True
 
     @classmethod
     def enabled(cls, args: Any) -> bool:

@@ -26,6 +26,13 @@ DPH_RL = paper("article", "li2025choice", "The Choice of Divergence: A Neglected
                                       "Yuan Qi", "others"]), year=2025)
 FLOWRL = paper("article", "zhu2025flowrl", "FlowRL: Matching Reward Distributions for LLM Reasoning", "2509.15207",
                  author="Zhu, Xuekai and others", year=2025)
+REINVENT = paper("article", "olivecrona2017molecular", "Molecular de-novo design through deep reinforcement learning",
+                 "1704.07555", author="Olivecrona, Marcus and Blaschke, Thomas and Engkvist, Ola and Chen, Hongming",
+                 journal="Journal of Cheminformatics", year=2017)
+SGRPO = paper("article", "ye2026sgrpo", "Pushing Biomolecular Utility-Diversity Frontiers with Supergroup Relative "
+              "Policy Optimization", "2605.08659",
+              author="Ye, Xinwu and Cao, He and Li, Hao and Feng, Bin and Liu, Zijing and Tang, Xiangru and Li, Yu and "
+                     "Gao, Shenghua", year=2026)
 OUTCOME_EXPLORATION = paper("article", "song2025outcome", "Outcome-based Exploration for LLM Reasoning",
                               "2509.06941", author="Song, Yuda and Kempe, Julia and Munos, Remi", year=2025)
 UNLIKELY = paper("article", "he2025rewarding", "Rewarding the Unlikely: Lifting GRPO Beyond Distribution Sharpening",

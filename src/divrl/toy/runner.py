@@ -18,8 +18,8 @@ trainer's REWARD and ADVANTAGE stages. On the loss side the toy policies keep th
 methods' pieces: maxent's entropy term is its method object driving an `EntropyBonus` through the object's own
 `before_loss` / `loss_term` on a toy `LossContext` (TRL's part of the rule, which TRL's loss runs in the trainer, is
 `divrl.toy.trl_entropy`), the divergence on reference samples (fkl / js) and the Clip-Cov / KL-Cov token selection are
-their method objects'; FlowRL and the population use `divrl.core` directly (the two TRL levers mirror TRL's own code,
-which the trainers run).
+their method objects'; FlowRL, REINVENT (`reinvent`) and the population use `divrl.core` directly (the two TRL
+levers mirror TRL's own code, which the trainers run).
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
 """
@@ -58,6 +58,7 @@ from divrl.core import (
     trajectory_balance_loss,
 )
 from divrl.core.ips import distinct_outcomes_per_group
+from divrl.core.reinvent import augmented_likelihood_residual
 from divrl.methods import (
     REGISTRY,
     AdvantageStep,
@@ -67,6 +68,7 @@ from divrl.methods import (
     Stage,
     active,
     config_classes,
+    group_scaled,
     presets_of,
 )
 from divrl.methods._fields import Unset
@@ -450,16 +452,24 @@ class Trainer:
                                        old_logp.sum(-1).flatten(), self.cfg.clip)
         return loss.view_as(advantages).mean(-1)
 
-    def update(self, rollout: Rollout, advantages: torch.Tensor) -> torch.Tensor:
-        """Clipped policy-gradient (or flowrl: trajectory-balance) steps with the divergence and entropy terms;
-        returns the batch's mean token entropy per member (P,) before the update."""
+    def augmented_likelihood(self, logp: torch.Tensor, ref_logp: torch.Tensor, shaped: torch.Tensor) -> torch.Tensor:
+        """REINVENT's loss per member (P,): `core.augmented_likelihood_residual` squared, averaged over the member's
+        samples; S = the shaped rewards (with IPS divided by the group size, as the LLM trainer's `reinvent`)."""
+        scores = shaped / self.cfg.group_size if group_scaled(self.method_args) else shaped
+        residual = augmented_likelihood_residual(logp.sum(-1).flatten(), ref_logp.sum(-1).flatten(),
+                                                 scores.flatten(), self.method_args.reinvent_sigma)
+        return residual.pow(2).view_as(shaped).mean(-1)
+
+    def update(self, rollout: Rollout, advantages: torch.Tensor, shaped: torch.Tensor) -> torch.Tensor:
+        """Clipped policy-gradient (or flowrl: trajectory-balance; reinvent: augmented-likelihood) steps with the
+        divergence and entropy terms; returns the batch's mean token entropy per member (P,) before the update."""
         cfg, method, policy = self.cfg, self.method, self.policy
         mask = rollout.mask
         reverse_kl = cfg.kl_coef > 0 and self.method_args.divergence is None
         cov = self.method_args.cov_method
-        flowrl = self.method_args.flowrl
+        flowrl, reinvent = self.method_args.flowrl, self.method_args.reinvent
         ref_logp = None
-        if reverse_kl or flowrl:
+        if reverse_kl or flowrl or reinvent:
             with torch.no_grad():
                 ref_logp = policy.evaluate(self.reference, rollout)[0]
         entropy_coef = cfg.entropy_coef + torch.tensor([self._entropy_coefficient(p) for p in range(len(mask))])
@@ -476,6 +486,9 @@ class Trainer:
             if flowrl:
                 assert ref_logp is not None
                 loss = self.trajectory_balance(rollout, logp, old_logp, ref_logp, advantages)
+            elif reinvent:
+                assert ref_logp is not None
+                loss = self.augmented_likelihood(logp, ref_logp, shaped)
             else:
                 ratio = torch.exp(logp - old_logp)
                 upper = cfg.clip_high if "clip-higher" in method else cfg.clip
@@ -549,7 +562,7 @@ class Trainer:
         rewards = self._rewards(rollout)
         dist = self.policy.outcome_distribution(self.params) if isinstance(self.policy, TabularPolicy) else None
         shaped = self.shaped_rewards(rollout, rewards, dist)
-        self.entropy = self.update(rollout, self.advantages(rollout, shaped))
+        self.entropy = self.update(rollout, self.advantages(rollout, shaped), shaped)
         for member, method in enumerate(self.entropy_methods):
             if method is not None:
                 self._entropy_step(member, method)

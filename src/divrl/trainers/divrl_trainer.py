@@ -567,6 +567,9 @@ class DivRLTrainer(GRPOTrainer):
                        if self.model.training or not m.train_only]
             if methods:
                 self._run_advantage_methods(methods, output, scratch.rewards_per_func, scratch.lengths)
+            if any(m.reads_rewards for m in self.diversity_state.methods.values()):
+                output["divrl_rewards"] = self._local_rows(self._summed_rewards(scratch.rewards_per_func),
+                                                           output["advantages"])
         if self._needs_reference_logps() and "ref_per_token_logps" not in output:
             output["ref_per_token_logps"] = self._reference_logps(output)
         return output
@@ -592,11 +595,14 @@ class DivRLTrainer(GRPOTrainer):
             if zeroed is not None:
                 self._zero_advantages(output, zeroed)
 
+    def _local_rows(self, values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """This process's slice of a global per-row tensor, on the device of `like` (this process's rows)."""
+        start = self.accelerator.process_index * like.shape[0]
+        return values[start : start + like.shape[0]].to(like.device)
+
     def _replace_advantages(self, output: dict[str, Any], advantages: torch.Tensor) -> None:
         """This process's slice of the global `advantages` replaces its advantages, in the logged ones too."""
-        local = output["advantages"].shape[0]
-        start = self.accelerator.process_index * local
-        output["advantages"] = advantages[start : start + local].to(output["advantages"].device)
+        output["advantages"] = self._local_rows(advantages, output["advantages"])
         logged = self._logs["advantages"]  # TRL logged the advantages it computed; log ours instead
         for _ in range(min(len(advantages), len(logged))):
             logged.pop()
@@ -605,10 +611,7 @@ class DivRLTrainer(GRPOTrainer):
     def _zero_advantages(self, output: dict[str, Any], rows: torch.Tensor) -> None:
         """Set the advantages of the global `rows` (bool mask) to exactly 0: this process's slice and the logged
         ones."""
-        local = output["advantages"].shape[0]
-        start = self.accelerator.process_index * local
-        output["advantages"] = output["advantages"].masked_fill(rows[start : start + local].to(
-            output["advantages"].device), 0.0)
+        output["advantages"] = output["advantages"].masked_fill(self._local_rows(rows, output["advantages"]), 0.0)
         logged = self._logs["advantages"]  # the global batch's advantages, appended last
         for offset in rows.nonzero().flatten().tolist():
             logged[len(logged) - len(rows) + offset] = 0.0
