@@ -86,9 +86,9 @@ def test_molecule_task_args_and_their_flag_aliases_build_the_same_task() -> None
     by_flags = task_from_args(parse("--components", "qed", "sa", "--hbd-threshold", "2", "--no-sanity-gate"))
     by_task_args = task_from_args(parse("--task-arg", "components=[qed, sa]", "--task-arg", "hbd_threshold=2",
                                         "--task-arg", "sanity=false"))
-    assert by_flags.mpo.config() == by_task_args.mpo.config()
-    assert by_flags.mpo.config()["sanity"] is None and by_flags.mpo.config()["components"] == ["qed", "sa"]
-    assert task_from_args(parse()).mpo.config() != by_flags.mpo.config()
+    assert by_flags.objective.config() == by_task_args.objective.config()
+    assert by_flags.objective.config()["sanity"] is None and by_flags.objective.config()["components"] == ["qed", "sa"]
+    assert task_from_args(parse()).objective.config() != by_flags.objective.config()
 
 
 def test_a_task_arg_without_equals_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

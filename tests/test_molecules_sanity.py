@@ -73,9 +73,9 @@ def test_rejected_molecules_cost_no_oracle_call() -> None:
 
 
 def test_task_args_configure_the_gate() -> None:
-    assert build_task("molecules", sanity=False).mpo.sanity is None
-    assert build_task("molecules", sanity={"min_heavy_atoms": 12}).mpo.sanity.min_heavy_atoms == 12
-    assert build_task("molecules").mpo.sanity == ChemistryGate()
+    assert build_task("molecules", sanity=False).objective.sanity is None
+    assert build_task("molecules", sanity={"min_heavy_atoms": 12}).objective.sanity.min_heavy_atoms == 12
+    assert build_task("molecules").objective.sanity == ChemistryGate()
 
 
 BASE_PROMPT = base_prompt(["CCOc1ccccc1", "CC(C)Cc1ccc(cc1)C(C)C(=O)O"])
@@ -120,7 +120,7 @@ def test_evaluation_counts_the_base_models_fragments_as_no_answer() -> None:
     assert metrics["validity"] == pytest.approx(3 / 4)  # C=O and CN=O parse; the prose line is no answer
     assert metrics["sanity_rejected"] == pytest.approx(2 / 4) and metrics["sanity_rejections"] == {"too_small": 2}
     assert metrics["oracle_calls"] == 1 and metrics["reward"]["max"] == pytest.approx(MPO()(PARACETAMOL))
-    assert metrics["config"]["sanity"]["min_heavy_atoms"] == 9
+    assert metrics["config"]["objective"]["sanity"]["min_heavy_atoms"] == 9
 
 
 def test_eval_cli_reports_and_can_switch_off_the_gate(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,4 +145,5 @@ def test_eval_cli_reports_and_can_switch_off_the_gate(tmp_path, monkeypatch: pyt
     assert metrics["validity"] == 1.0 and metrics["sanity_rejected"] == 1.0 and metrics["reward"]["max"] == 0.0
     assert main([*argv, "--no-sanity-gate"]) == 0
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert metrics["sanity_rejected"] == 0.0 and metrics["reward"]["max"] > 0.7 and metrics["config"]["sanity"] is None
+    assert metrics["sanity_rejected"] == 0.0 and metrics["reward"]["max"] > 0.7
+    assert metrics["config"]["objective"]["sanity"] is None

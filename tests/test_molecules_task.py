@@ -136,11 +136,11 @@ def test_task_state_from_another_setup_is_refused() -> None:
     state = _trained_task().state_dict()
     with pytest.raises(ValueError, match="disagree"):
         MoleculeTask(sanity=False).load_state_dict(state)
-    with pytest.raises(ValueError, match="cached rewards come from MPO"):  # the chemistry gate changes rewards
+    with pytest.raises(ValueError, match="cached rewards come from objective"):  # the chemistry gate changes rewards
         MoleculeTask(diversity_filter={"bucket_size": 2, "min_score": 0.0}).load_state_dict(state)
-    with pytest.raises(ValueError, match="cached rewards come from MPO"):
+    with pytest.raises(ValueError, match="cached rewards come from objective"):
         MoleculeTask(["qed"], diversity_filter={"bucket_size": 2, "min_score": 0.0}).load_state_dict(state)
-    with pytest.raises(ValueError, match="cached rewards come from MPO"):
+    with pytest.raises(ValueError, match="cached rewards come from objective"):
         MoleculeTask(hbd_threshold=5, diversity_filter={"bucket_size": 2, "min_score": 0.0}).load_state_dict(state)
     with pytest.raises(ValueError, match="saved with"):
         MoleculeTask(diversity_filter={"bucket_size": 3, "min_score": 0.0}, sanity=False).load_state_dict(state)

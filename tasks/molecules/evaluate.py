@@ -99,8 +99,7 @@ def evaluate_molecules(
         "prompts": len(rows),
         "shots": shots,
         "seed": seed,
-        "mpo": list(task.mpo.names),
-        "sanity": None if task.mpo.sanity is None else task.mpo.sanity.config(),
+        "objective": task.objective.config(),
         **(metadata or {}),
     }
     if out_dir is not None:

@@ -18,15 +18,19 @@ Uniqueness also comes in two conventions: `uniqueness` (metrics key "uniqueness"
 unique@all, distinct valid / valid molecules; `sample_uniqueness` (key "sample_uniqueness") is
 distinct valid molecules / all samples, the definition in the project notes, which also drops when
 the model writes fewer valid molecules.
-Yield and Oracle Burden read an oracle-call history (`CachedScorer.history`, or any sequence of
-(smiles, score) pairs in call order): only real oracle calls consume budget. Their thresholds tau
-are rewards in [0, 1): a molecule counts when its reward is strictly above tau.
+Yield, Oracle Burden and PMO's AUC top-10 (`auc_top_k`) read an oracle-call history (`CachedScorer.history`, or any
+sequence of (smiles, score) pairs in call order): only real oracle calls consume budget. Their thresholds tau are
+rewards in [0, 1): a molecule counts when its reward is strictly above tau. MOSES's Frag and Scaf
+(`fragment_counts`, `scaffold_counts`, `count_cosine`) compare a generated set with a reference set by the cosine of
+their BRICS-fragment and Murcko-scaffold count profiles.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import numbers
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -142,6 +146,41 @@ def intdiv_tdc(smiles: Sequence[str | None]) -> float | None:
     return float(1.0 - total / pairs)
 
 
+def fragment_counts(smiles: Iterable[str | None]) -> Counter[str]:
+    """MOSES's fragment profile: BRICS fragments (`FragmentOnBRICSBonds`, dummy atoms kept) of each valid molecule,
+    counted over the molecules with their duplicates."""
+    from rdkit.Chem import AllChem
+
+    counts: Counter[str] = Counter()
+    for canonical in _valid_canonical(smiles):
+        counts.update(Chem.MolToSmiles(AllChem.FragmentOnBRICSBonds(Chem.MolFromSmiles(canonical))).split("."))
+    return counts
+
+
+def scaffold_counts(smiles: Iterable[str | None], min_rings: int = 2) -> Counter[str]:
+    """MOSES's scaffold profile: Bemis-Murcko scaffolds with at least `min_rings` rings, counted over the valid
+    molecules with their duplicates (molecules with fewer rings count nowhere)."""
+    from rdkit.Chem.Scaffolds import MurckoScaffold
+
+    counts: Counter[str] = Counter()
+    for canonical in _valid_canonical(smiles):
+        scaffold = MurckoScaffold.GetScaffoldForMol(Chem.MolFromSmiles(canonical))
+        text = Chem.MolToSmiles(scaffold)
+        if text and scaffold.GetRingInfo().NumRings() >= min_rings:
+            counts[text] += 1
+    return counts
+
+
+def count_cosine(first: Counter[str], second: Counter[str]) -> float | None:
+    """Cosine similarity of two count profiles over the union of their keys (MOSES's Frag and Scaf, generated
+    against a reference set); None when either profile is empty."""
+    if not first or not second:
+        return None
+    dot = sum(count * second[key] for key, count in first.items() if key in second)
+    norm = math.sqrt(sum(c * c for c in first.values())) * math.sqrt(sum(c * c for c in second.values()))
+    return float(dot / norm)
+
+
 def check_taus(taus: Sequence[float]) -> None:
     """Raise a ValueError unless every tau is a finite reward threshold in [0, 1) (rewards lie in [0, 1])."""
     for tau in taus:
@@ -183,6 +222,36 @@ def oracle_burden(history: History, tau: float, n: int = 100) -> int | None:
         if found >= n:
             return calls
     return None
+
+
+def auc_top_k(history: History, budget: int, k: int = 10, every: int = 100, finish: bool = True) -> float:
+    """PMO's AUC top-k (mol_opt `main/optimizer.py` `top_auc`, its headline metric with k = 10): the mean of the k best
+    scores found so far, sampled every `every` calls (and at the last call), integrated by the trapezoid rule from
+    (0, 0) over the first `budget` calls of `history` and divided by `budget`. A run that stopped short keeps its
+    last top-k mean to the budget (`finish`, as PMO scores finished runs) or counts the rest as 0. In [0, 1] for
+    scores in [0, 1]; with fewer than k molecules, the mean of those found."""
+    check_budget(budget)
+    if k < 1 or every < 1:
+        raise ValueError(f"auc_top_k needs k >= 1 and every >= 1, got k={k}, every={every}")
+    calls = history[:budget]
+    if not calls:
+        return 0.0
+    best: list[float] = []  # min-heap of the k best scores so far
+    area, previous, sampled = 0.0, 0.0, 0
+    for index, (_, score) in enumerate(calls, start=1):
+        if len(best) < k:
+            heapq.heappush(best, float(score))
+        elif score > best[0]:
+            heapq.heapreplace(best, float(score))
+        if index % every == 0 and index < len(calls):
+            current = sum(best) / len(best)
+            area += every * (current + previous) / 2
+            previous, sampled = current, index
+    current = sum(best) / len(best)
+    area += (len(calls) - sampled) * (current + previous) / 2
+    if finish and len(calls) < budget:
+        area += (budget - len(calls)) * current
+    return area / budget
 
 
 def molecule_metrics(
@@ -228,4 +297,6 @@ def molecule_metrics(
     }
     if budget is not None:
         metrics[f"yield_{budget}_calls"] = {str(tau): generative_yield(history, tau, budget) for tau in taus}
+    # PMO's AUC top-10 over the budget (a run that stopped short holds its last top-10), else over the calls made
+    metrics["auc_top10"] = auc_top_k(history, budget or max(1, len(history)))
     return metrics

@@ -1,8 +1,9 @@
 """The molecule task object for the divrl trainers (protocol in `divrl.task`).
 
-Reward: the cached cheap MPO of the molecule each completion gives where its prompt asks for it
-(`chem.answer_smiles`: after a base prompt ending in "SMILES:", the first token of the first line), optionally
-through a scaffold diversity filter; molecules failing the chemistry sanity gate score 0 (`sanity`). IPS outcome
+Reward: the cached objective (divrl's cheap MPO, or a PMO oracle) of the molecule each completion gives where its
+prompt asks for it (`chem.answer_smiles`: after a base prompt ending in "SMILES:" or an empty one, the first token of
+the first line), optionally through a scaffold diversity filter; with the MPO, molecules failing the chemistry sanity
+gate score 0 (`sanity`). IPS outcome
 key: the canonical SMILES. QD behaviour: molecular weight and Crippen logP, each mapped linearly onto [0, 1] from a
 configurable range (values outside are clipped).
 """
@@ -19,6 +20,7 @@ from rdkit.Chem import Crippen, Descriptors
 from divrl.tasks.molecules.chem import answer_smiles, parse_smiles, quiet_rdkit
 from divrl.tasks.molecules.diversity_filter import DiversityFilter
 from divrl.tasks.molecules.metrics import check_budget
+from divrl.tasks.molecules.pmo import PMOOracle, check_oracle_name
 from divrl.tasks.molecules.rewards import DEFAULT_COMPONENTS, MPO, SmilesComponent
 from divrl.tasks.molecules.scoring import CachedScorer, read_history
 
@@ -51,6 +53,14 @@ class MoleculeReward:
         return scores
 
 
+def _morgan_fingerprint(smiles: str) -> tuple[float, ...]:
+    """Morgan radius-2 2048-bit fingerprint of a canonical SMILES as 0/1 floats."""
+    from rdkit.Chem import rdFingerprintGenerator
+
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=2048)
+    return tuple(float(bit) for bit in generator.GetFingerprintAsNumPy(parse_smiles(smiles)))
+
+
 def _unit_interval(value: float, bounds: tuple[float, float]) -> float:
     """`value` mapped linearly from `bounds` onto [0, 1], clipped."""
     low, high = bounds
@@ -80,10 +90,33 @@ def _diversity_filter(spec: DiversityFilter | Mapping[str, Any] | None) -> Diver
     return DiversityFilter(**spec)
 
 
+def _objective(name: str, *, components: Sequence[str], extra_components: Mapping[str, SmilesComponent] | None,
+               weights: Mapping[str, float] | None, hbd_threshold: int, sanity: Any) -> MPO | PMOOracle:
+    """The task's objective: divrl's cheap MPO ("mpo", configured by the other arguments) or a PMO oracle by name,
+    which takes none of the MPO's settings (PMO scores every valid molecule: no chemistry gate)."""
+    if name == "mpo":
+        return MPO(components, extra_components=extra_components, weights=weights, hbd_threshold=hbd_threshold,
+                   sanity=sanity)
+    if not isinstance(name, str):
+        raise ValueError(f"objective must be 'mpo' or a PMO oracle name, got {name!r}")
+    check_oracle_name(name)
+    settings = {"components": (tuple(components) != tuple(DEFAULT_COMPONENTS), components),
+                "extra_components": (extra_components is not None, extra_components),
+                "weights": (weights is not None, weights), "hbd_threshold": (hbd_threshold != 3, hbd_threshold),
+                "sanity": (sanity not in ("auto", False, None), sanity)}
+    given = [f"{field}={value!r}" for field, (is_set, value) in settings.items() if is_set]
+    if given:
+        raise ValueError(f"objective {name!r} is a PMO oracle: {', '.join(given)} configure divrl's MPO and do not "
+                         "apply (drop them, or use objective=mpo)")
+    return PMOOracle(name)
+
+
 class MoleculeTask:
     """SMILES generation with cheap RDKit rewards; implements reward_funcs, outcome_key and behavior.
 
-    `components`, `extra_components`, `weights`, `hbd_threshold` and `sanity` (the chemistry gate: "auto",
+    `objective` is divrl's cheap MPO ("mpo", the default) or one of PMO's RDKit oracles by name (e.g.
+    "osimertinib_mpo", "median1": `divrl.tasks.molecules.pmo.PMO_ORACLES`), scored as PMO scores them (no chemistry
+    gate). `components`, `extra_components`, `weights`, `hbd_threshold` and `sanity` (the chemistry gate: "auto",
     false, or a dict of `ChemistryGate` arguments such as {min_heavy_atoms: 12}) configure the MPO (see `MPO`);
     `diversity_filter` (a `DiversityFilter`, or a dict of its keyword arguments as recipes' task_args
     give it) wraps the reward; `workers` > 1 scores batches with at least `pool_threshold`
@@ -112,13 +145,14 @@ class MoleculeTask:
         logp_range: tuple[float, float] = DEFAULT_LOGP_RANGE,
         oracle_budget: int | None = None,
         oracle_history: str | None = None,
+        objective: str = "mpo",
     ) -> None:
         for field, (low, high) in (("molwt_range", molwt_range), ("logp_range", logp_range)):
             if not low < high:
                 raise ValueError(f"{field} must be (low, high) with low < high, got {(low, high)}")
-        self.mpo = MPO(components, extra_components=extra_components, weights=weights, hbd_threshold=hbd_threshold,
-                       sanity=sanity)
-        self.scorer = CachedScorer(self.mpo, workers=workers, pool_threshold=pool_threshold)
+        self.objective = _objective(objective, components=components, extra_components=extra_components,
+                                    weights=weights, hbd_threshold=hbd_threshold, sanity=sanity)
+        self.scorer = CachedScorer(self.objective, workers=workers, pool_threshold=pool_threshold)
         check_budget(oracle_budget)
         self.oracle_budget = oracle_budget
         if oracle_history is not None:
@@ -127,6 +161,7 @@ class MoleculeTask:
         self.molwt_range = molwt_range
         self.logp_range = logp_range
         self._descriptors = functools.lru_cache(maxsize=100_000)(self._descriptors_of)
+        self._fingerprints = functools.lru_cache(maxsize=20_000)(_morgan_fingerprint)
 
     def stop_reason(self) -> str | None:
         """Why training should stop now (the oracle budget is spent), or None."""
@@ -148,6 +183,12 @@ class MoleculeTask:
         """QD descriptor in [0, 1]^2: (molecular weight, Crippen logP) normalised by their ranges."""
         smiles = answer_smiles(completion, row.get("prompt"))
         return None if smiles is None else self._descriptors(smiles)
+
+    def embed(self, completion: Any, **row: Any) -> list[float] | None:
+        """The molecule's Morgan radius-2 2048-bit fingerprint as 0/1 floats (SGRPO's set diversity compares these
+        by Tanimoto; the novelty bonus with `novelty_embedding: task`); None without a molecule."""
+        smiles = answer_smiles(completion, row.get("prompt"))
+        return None if smiles is None else list(self._fingerprints(smiles))
 
     def _descriptors_of(self, smiles: str) -> tuple[float, float] | None:
         """Normalised (MolWt, logP) of a canonical SMILES (memoised per task in `_descriptors`)."""
@@ -206,7 +247,7 @@ class MoleculeTask:
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state for checkpoints: the MPO config, the reward cache with its oracle-call history and
         counters (`CachedScorer.state_dict`), and the diversity filter's buckets and memory when there is one."""
-        state: dict[str, Any] = {"mpo": self.mpo.config(), "scorer": self.scorer.state_dict()}
+        state: dict[str, Any] = {"mpo": self.objective.config(), "scorer": self.scorer.state_dict()}
         if self.diversity_filter is not None:
             state["diversity_filter"] = self.diversity_filter.state_dict()
         return state
@@ -215,9 +256,10 @@ class MoleculeTask:
         """Restore `state_dict` output; a state from another MPO or diversity filter setup is refused (ValueError)."""
         if not isinstance(state, Mapping) or not {"mpo", "scorer"} <= set(state):
             raise ValueError("not a MoleculeTask state dict: expected keys mpo, scorer (and diversity_filter)")
-        if state["mpo"] != self.mpo.config():
+        if state["mpo"] != self.objective.config():
             raise ValueError(
-                f"the checkpoint's cached rewards come from MPO {state['mpo']}, this task uses {self.mpo.config()}"
+                f"the checkpoint's cached rewards come from objective {state['mpo']}, this task uses "
+                f"{self.objective.config()}"
             )
         if ("diversity_filter" in state) != (self.diversity_filter is not None):
             raise ValueError("the checkpoint and this task disagree on whether a diversity filter is used")
