@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from divrl.methods import presets_of
 from divrl.toy.methods import component_settings
 
 ROOT = Path(__file__).parent
@@ -59,9 +60,18 @@ METHODS: dict[str, dict[str, Any]] = {
     "flowrl": component_settings("flowrl"),  # the IPS paper's baseline (Zhu et al. 2025 defaults: beta 15, clip 0.2)
     # REINVENT's augmented likelihood (sigma 128, Saturn's and the IPS paper's): the molecule designers' baseline
     "reinvent": component_settings("reinvent"),
+    # the IPS paper's molecule comparison (its appendix B.2): REINVENT with experience replay from an augmented memory,
+    # against IPS-GRPO with the same replay (add the Murcko bucket-10 filter with --task_arg diversity_filter=...)
+    # (replay replays texts, so it is no toy component: its settings are its method's preset)
+    "reinvent-replay": {**component_settings("reinvent"), **presets_of("replay")},
+    "ips-replay": {**component_settings("ips"), **presets_of("replay")},
+    "replay": presets_of("replay"),
+    "set-diversity": component_settings("set-diversity"),  # SGRPO's leave-one-out set diversity, lambda 0.9
 }
-# Methods written for one kind of task only: method -> the tasks that get its recipe.
-TASK_METHODS: dict[str, tuple[str, ...]] = {"reinvent": ("molecules",)}
+# Methods written for one kind of task only (the molecule designers' baselines): method -> the tasks with its recipe.
+MOLECULES_ONLY = ("molecules",)
+TASK_METHODS: dict[str, tuple[str, ...]] = {name: MOLECULES_ONLY for name in
+                                            ("reinvent", "reinvent-replay", "ips-replay", "replay", "set-diversity")}
 
 COMMON: dict[str, Any] = {
     "use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05,  # the IPS paper appendix B

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rdkit import Chem
 from rdkit.Chem import Crippen, Descriptors
 
 from divrl.tasks.molecules.chem import answer_smiles, parse_smiles, quiet_rdkit
+from divrl.tasks.molecules.data import CLM_PROMPT
 from divrl.tasks.molecules.diversity_filter import DiversityFilter
 from divrl.tasks.molecules.metrics import check_budget
 from divrl.tasks.molecules.pmo import PMOOracle, check_oracle_name
@@ -112,7 +115,8 @@ def _objective(name: str, *, components: Sequence[str], extra_components: Mappin
 
 
 class MoleculeTask:
-    """SMILES generation with cheap RDKit rewards; implements reward_funcs, outcome_key and behavior.
+    """SMILES generation with cheap RDKit rewards; implements reward_funcs, outcome_key, behavior, embed (Morgan
+    fingerprints) and augment (randomised SMILES of a chemical LM's completion, for experience replay).
 
     `objective` is divrl's cheap MPO ("mpo", the default) or one of PMO's RDKit oracles by name (e.g.
     "osimertinib_mpo", "median1": `divrl.tasks.molecules.pmo.PMO_ORACLES`), scored as PMO scores them (no chemistry
@@ -183,6 +187,18 @@ class MoleculeTask:
         """QD descriptor in [0, 1]^2: (molecular weight, Crippen logP) normalised by their ranges."""
         smiles = answer_smiles(completion, row.get("prompt"))
         return None if smiles is None else self._descriptors(smiles)
+
+    def augment(self, completion: str, rng: random.Random, **row: Any) -> str:
+        """A chemical LM's completion (the SMILES itself, after the empty prompt) written as another SMILES of the same
+        molecule, its atoms renumbered by `rng`: Saturn's augmented memory replays such randomised SMILES so that the
+        model learns the molecule rather than one spelling. Other completions (few-shot, chat) come back as written."""
+        mol = parse_smiles(completion.strip()) if row.get("prompt") == CLM_PROMPT else None
+        if mol is None:
+            return completion
+        order = list(range(mol.GetNumAtoms()))
+        rng.shuffle(order)
+        with quiet_rdkit():
+            return Chem.MolToSmiles(Chem.RenumberAtoms(mol, order), canonical=False)
 
     def embed(self, completion: Any, **row: Any) -> list[float] | None:
         """The molecule's Morgan radius-2 2048-bit fingerprint as 0/1 floats (SGRPO's set diversity compares these

@@ -34,7 +34,7 @@ from divrl.methods.base import (
 
 # Registration order = model-card order (outcome keys first: they feed the methods that count outcomes).
 METHOD_MODULES = ("outcome_keys", "ips", "qd", "maxent_entropy", "novelty", "length_bins", "divergence", "population",
-                  "flowrl", "reinvent", "set_diversity", "count_bonus", "unlikeliness", "passk", "covariance",
+                  "flowrl", "reinvent", "set_diversity", "replay", "count_bonus", "unlikeliness", "passk", "covariance",
                   "zero_flat_groups")
 for _module in METHOD_MODULES:
     importlib.import_module(f"divrl.methods.{_module}")

@@ -61,8 +61,11 @@ class Method:
     needs_lengths: ClassVar[bool] = False  # ADVANTAGE stage: reads `step.lengths`
     replaces_advantages: ClassVar[bool] = False  # ADVANTAGE stage: `advantages` replaces TRL's (one such method)
     train_only: ClassVar[bool] = True  # ADVANTAGE stage: acts on training batches only (False: evaluation ones too)
-    reads_rewards: ClassVar[bool] = False  # LOSS / OBJECTIVE: reads `inputs["divrl_rewards"]` (shaped, summed)
+    # LOSS / OBJECTIVE: reads `inputs["divrl_rewards"]` (shaped, summed) and `inputs["divrl_task_rewards"]` (the
+    # weighted task score before any method's shaping)
+    reads_rewards: ClassVar[bool] = False
     scales_by_group: ClassVar[bool] = False  # REWARD: multiplies task rewards by factors in [1, group] (IPS's 1/p_hat)
+    runs_on_toy: ClassVar[bool] = True  # the toy backend runs it (False: it needs completion texts or a tokenizer)
 
     def __init__(self, args: Any, hooks: Any) -> None:
         self.args = args
@@ -297,6 +300,9 @@ class LossContext:
     epsilon_high: float
     loss_type: str
     entropy_bonus: EntropyBonus = field(default_factory=EntropyBonus)
+    tokenizer: Any = None  # the trainer's tokenizer (None on the toy backend): replay decodes and re-encodes rows
+    # the reference policy's per-token log-probs of such a batch (None on the toy backend)
+    reference_logps: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None = None
 
     def log_means(self, mode: str, sums: dict[str, torch.Tensor], count: torch.Tensor) -> None:
         """Log each of `sums` divided by `count`, both summed over all processes (a global masked mean)."""

@@ -37,6 +37,7 @@ class TaskHooks:
     behavior: Callable[..., Sequence[float] | None] | None = None
     behavior_dims: int | None = None
     embed: Callable[..., Sequence[float] | None] | None = None
+    augment: Callable[..., str] | None = None  # `augment(completion, rng, **row)`: the same outcome written anew
     # The task's own outcome key whatever the methods (the collapse metrics of every run use it).
     task_outcome_key: Callable[..., Hashable | None] | None = None
 

@@ -29,6 +29,9 @@ FLOWRL = paper("article", "zhu2025flowrl", "FlowRL: Matching Reward Distribution
 REINVENT = paper("article", "olivecrona2017molecular", "Molecular de-novo design through deep reinforcement learning",
                  "1704.07555", author="Olivecrona, Marcus and Blaschke, Thomas and Engkvist, Ola and Chen, Hongming",
                  journal="Journal of Cheminformatics", year=2017)
+AUGMENTED_MEMORY = paper("article", "guo2024augmented", "Augmented Memory: Sample-Efficient Generative Molecular "
+                         "Design with Reinforcement Learning", "2305.16160", author="Guo, Jeff and Schwaller, Philippe",
+                         journal="JACS Au", year=2024)
 SGRPO = paper("article", "ye2026sgrpo", "Pushing Biomolecular Utility-Diversity Frontiers with Supergroup Relative "
               "Policy Optimization", "2605.08659",
               author="Ye, Xinwu and Cao, He and Li, Hao and Feng, Bin and Liu, Zijing and Tang, Xiangru and Li, Yu and "

@@ -54,7 +54,7 @@ def components() -> dict[str, Component]:
 
     labelled = {name for component in LABELLED.values() for name in component.methods}
     derived = {method.name.replace("_", "-"): Component((method.name,)) for method in REGISTRY.values()
-               if method.preset and method.name not in labelled}
+               if method.preset and method.runs_on_toy and method.name not in labelled}
     return {**LABELLED, **derived}
 
 

@@ -121,6 +121,7 @@ class StepScratch:
     # generation batch
     generated: tuple[list, list, list | None] | None = None  # prompt ids, completion ids, sampler log-probs
     rewards_per_func: torch.Tensor | None = None  # the global batch's reward columns, after shaping
+    task_rewards: torch.Tensor | None = None  # the global batch's weighted task reward, before shaping (NaN: unscored)
     lengths: torch.Tensor | None = None  # the global batch's completion lengths (ADVANTAGE methods that need them)
     # one micro-batch's loss
     loss_inputs: dict[str, Any] | None = None  # the micro-batch TRL's loss is computing; None: nothing captured
@@ -234,7 +235,8 @@ class DivRLTrainer(GRPOTrainer):
         self.loss_context = LossContext(
             accelerator=self.accelerator, metrics=self._metrics, policy_logps=self._policy_logps,
             causal_lm=self._causal_lm, pad_token_id=self._tokenizer.pad_token_id, epsilon_low=self.epsilon_low,
-            epsilon_high=self.epsilon_high, loss_type=self.loss_type)
+            epsilon_high=self.epsilon_high, loss_type=self.loss_type, tokenizer=self._tokenizer,
+            reference_logps=self._reference_batch_logps)
         self.objective = next((m for m in self.diversity_state.methods.values() if m.stage is Stage.OBJECTIVE), None)
         self.population = Population(self) if args.population else None
 
@@ -388,6 +390,8 @@ class DivRLTrainer(GRPOTrainer):
             lengths = gather(local)
             if scratch is not None:
                 scratch.lengths = lengths
+        if scratch is not None:
+            scratch.task_rewards = self._weighted_task_reward(rewards_per_func)  # before any method's shaping
         if self.model.training:
             self._log_collapse_signals(inputs, completions, rewards_per_func)
         if self.model.training and self.diversity_state.stage(Stage.REWARD):
@@ -570,6 +574,8 @@ class DivRLTrainer(GRPOTrainer):
             if any(m.reads_rewards for m in self.diversity_state.methods.values()):
                 output["divrl_rewards"] = self._local_rows(self._summed_rewards(scratch.rewards_per_func),
                                                            output["advantages"])
+                output["divrl_task_rewards"] = self._local_rows(scratch.task_rewards.nan_to_num(0.0),
+                                                                output["advantages"])
         if self._needs_reference_logps() and "ref_per_token_logps" not in output:
             output["ref_per_token_logps"] = self._reference_logps(output)
         return output
@@ -616,15 +622,22 @@ class DivRLTrainer(GRPOTrainer):
         for offset in rows.nonzero().flatten().tolist():
             logged[len(logged) - len(rows) + offset] = 0.0
 
-    @torch.no_grad()
     def _reference_logps(self, output: dict[str, Any]) -> torch.Tensor:
         """Reference per-token log-probs of the generated completions (TRL's way: ref model or adapter off)."""
-        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        logits_to_keep = output["completion_ids"].size(1)
+        return self._reference_batch_logps({
+            "input_ids": torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1),
+            "attention_mask": torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1),
+            "completion_mask": output["completion_mask"], **{k: output[k] for k in _FORWARD_KEYS if k in output}})
+
+    @torch.no_grad()
+    def _reference_batch_logps(self, batch: dict[str, Any]) -> torch.Tensor:
+        """Reference per-token log-probs of a batch's completions (input_ids, attention_mask, completion_mask and any
+        multimodal inputs): the reference model's, or the policy's with its adapter off."""
+        input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
+        logits_to_keep = batch["completion_mask"].size(1)
         batch_size = (self.args.per_device_train_batch_size if self.model.training
                       else self.args.per_device_eval_batch_size)
-        forward_kwargs = {k: output[k] for k in _FORWARD_KEYS if k in output}
+        forward_kwargs = {k: batch[k] for k in _FORWARD_KEYS if k in batch}
         with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
             if self.ref_model is not None:
                 return self._get_per_token_logps_and_entropies(
