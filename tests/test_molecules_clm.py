@@ -199,3 +199,17 @@ def test_an_empty_prompt_asks_for_the_completion_itself() -> None:
     assert answer_smiles("OCC", "") == "CCO"
     assert answer_smiles("not a molecule", "") is None
     assert answer_smiles("CCO CCN", "") == "CCO"  # the first token, as after a base prompt's "SMILES:"
+
+
+def test_a_resume_may_change_the_schedule_length_and_records_it(tmp_path: Path) -> None:
+    from divrl.tasks.molecules.pretrain import PretrainConfig, pretrain
+
+    corpus, source = _corpus(), {"file": "chembl", "sha256": "abc", "smiles": 200}
+    with pytest.raises(SystemExit):
+        pretrain(tmp_path, PretrainConfig(max_steps=10, **TINY), corpus, source, "cmd", log=_interrupt_at(4))
+    model = pretrain(tmp_path, PretrainConfig(max_steps=6, **TINY), corpus, source, "cmd", log=lambda _: None)
+    summary = json.loads((model / "pretraining.json").read_text())
+    assert summary["steps"] == 6 and summary["schedule_changes"] == [[4, 10, 6]]
+    assert "resumed at step 4 with --max-steps 6 instead of 10" in (model / "README.md").read_text()
+    with pytest.raises(ValueError, match="past --max-steps 3"):
+        pretrain(tmp_path, PretrainConfig(max_steps=3, **TINY), corpus, source, "cmd", log=lambda _: None)

@@ -33,7 +33,8 @@ LOG = "log.jsonl"
 
 @dataclass(frozen=True)
 class PretrainConfig:
-    """Every setting of a pretraining run; a resume refuses settings that differ from the checkpoint's."""
+    """Every setting of a pretraining run; a resume refuses settings that differ from the checkpoint's, except
+    `max_steps` (the schedule's length), whose change is recorded."""
 
     seed: int = 0
     max_steps: int = 6000
@@ -158,12 +159,14 @@ class Pretraining:
         self.out, self.config, self.source, self.log = Path(out), config, source, log
         self.out.mkdir(parents=True, exist_ok=True)
         saved = self.out / CHECKPOINT
+        self.schedule_changes: list[list[int]] = []  # [step, old max_steps, new max_steps] of each resume that moved it
         if (saved / "state.json").is_file():
             state = json.loads((saved / "state.json").read_text())
-            if state["config"] != dataclasses.asdict(config):
-                changed = sorted(k for k, v in dataclasses.asdict(config).items() if state["config"].get(k) != v)
+            changed = sorted(k for k, v in dataclasses.asdict(config).items()
+                             if state["config"].get(k) != v and k != "max_steps")
+            if changed:
                 raise ValueError(f"{saved} was trained with other settings ({', '.join(changed)}); resume with the "
-                                 f"same settings or use a new --out")
+                                 f"same settings (only --max-steps may change) or use a new --out")
             if state["source"]["sha256"] != source["sha256"]:
                 raise ValueError(f"{saved} was trained on other data (sha256 {state['source']['sha256'][:12]}...)")
         from transformers import PreTrainedTokenizerFast
@@ -265,7 +268,8 @@ class Pretraining:
         self.model.save_pretrained(staging)
         torch.save(self.optimizer.state_dict(), staging / "optimizer.pt")
         state = {"step": self.step, "tokens_seen": self.tokens_seen, "elapsed_s": self.elapsed,
-                 "config": dataclasses.asdict(self.config), "source": self.source}
+                 "config": dataclasses.asdict(self.config), "source": self.source,
+                 "schedule_changes": self.schedule_changes}
         (staging / "state.json").write_text(json.dumps(state, indent=2) + "\n")
         target, old = self.out / CHECKPOINT, self.out / f".{CHECKPOINT}.old"
         shutil.rmtree(old, ignore_errors=True)
@@ -286,6 +290,13 @@ class Pretraining:
         self.model.tie_weights()
         self.optimizer.load_state_dict(torch.load(saved / "optimizer.pt", weights_only=True))
         self.step, self.tokens_seen, self.elapsed = state["step"], state["tokens_seen"], state["elapsed_s"]
+        self.schedule_changes = state.get("schedule_changes", [])
+        if state["config"]["max_steps"] != self.config.max_steps:
+            if self.step > self.config.max_steps:
+                raise ValueError(f"{saved} is at step {self.step:,}, past --max-steps {self.config.max_steps:,}")
+            self.schedule_changes.append([self.step, state["config"]["max_steps"], self.config.max_steps])
+            self.log(f"max_steps moves from {state['config']['max_steps']:,} to {self.config.max_steps:,} at step "
+                     f"{self.step:,}: the cosine decay is recomputed for the new length (recorded in the card)")
         self.log(f"resumed from {saved} at step {self.step:,}")
 
     def write_log(self, record: dict[str, Any]) -> None:
@@ -302,7 +313,7 @@ class Pretraining:
             "parameters": self.parameters, "steps": self.step, "tokens_seen": self.tokens_seen,
             "molecules_seen": self.step * self.config.batch_size, "hours": round(self.elapsed / 3600, 3),
             "config": dataclasses.asdict(self.config), "data": self.source, "command": command,
-            "dropped_too_long": self.dropped,
+            "dropped_too_long": self.dropped, "schedule_changes": self.schedule_changes,
         }
         (staging / "pretraining.json").write_text(json.dumps(summary, indent=2) + "\n")
         (staging / "README.md").write_text(model_card(summary))
@@ -340,6 +351,14 @@ def model_card(summary: dict[str, Any], metrics: dict[str, Any] | None = None) -
         "",
         f"Command: `{summary['command']}`",
     ]
+    for step, old, new in summary.get("schedule_changes", []):
+        before = learning_rate_at(step, PretrainConfig(**{**config, "max_steps": old}))
+        after = learning_rate_at(step, PretrainConfig(**{**config, "max_steps": new}))
+        lines += ["", f"The run was resumed at step {step:,} with --max-steps {new:,} instead of {old:,} (to fit the "
+                  f"session's time): from there the cosine decay follows the new length, the learning rate at that "
+                  f"step moving from {before:.3g} to {after:.3g}. The data order depends on the seed and step only, "
+                  f"so `--max-steps {new}` from scratch sees the same molecules, with a slightly different schedule "
+                  "before that step."]
     if metrics:
         lines += ["", "## Prior quality", metrics["text"]]
     return "\n".join(lines) + "\n"
