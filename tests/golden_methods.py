@@ -4,6 +4,7 @@ record what the redesign must reproduce: rewards after shaping, advantages, loss
 names and the method state.
 
     python tests/golden_methods.py        # (re)write tests/golden/methods.json from the current code
+    python tests/golden_methods.py NAME   # record only case NAME (a new method's), keeping the others
 
 `tests/test_golden_methods.py` compares the current code with the file: floats within `close.REL_TOL` (kernel
 paths differ by CPU in the last bits, see tests/close.py), everything else exactly.
@@ -48,6 +49,11 @@ CASES: dict[str, dict[str, Any]] = {
     "fkl+count+unlikeliness": {"divergence": "forward_kl", "divergence_coef": 0.1, "count_bonus_coef": 0.5,
                                "unlikeliness_beta": 0.25},
     "flowrl+ips": {"flowrl": True, "ips": True},
+    "reinvent": {"reinvent": True, "reinvent_sigma": 2.0},
+    "reinvent+ips": {"reinvent": True, "reinvent_sigma": 2.0, "ips": True},
+    "set-diversity": {"set_diversity_coef": 0.9},
+    "replay": {"replay": True, "replay_samples": 2, "replay_memory_size": 4},
+    "reinvent+replay": {"reinvent": True, "reinvent_sigma": 2.0, "replay": True, "replay_samples": 2},
 }
 
 
@@ -119,8 +125,17 @@ def record(model: Path) -> dict[str, Any]:
 if __name__ == "__main__":
     from divrl.testing import build_tiny_model
 
+    only = sys.argv[1:]  # case names: record those only (a new method's), keeping every other case as recorded
+    unknown = sorted(set(only) - set(CASES))
+    if unknown:
+        raise SystemExit(f"unknown case(s) {unknown}; cases: {', '.join(CASES)}")
     with tempfile.TemporaryDirectory() as folder:
         tiny = build_tiny_model("qwen3", Path(folder) / "tiny-qwen3")
         GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(json.dumps(record(tiny), indent=1, sort_keys=True) + "\n")
-    print(f"wrote {GOLDEN}")
+        if only:
+            numbers = json.loads(GOLDEN.read_text())
+            numbers.update({name: _plain(run_case(tiny, dict(CASES[name]))) for name in only})
+        else:
+            numbers = record(tiny)
+        GOLDEN.write_text(json.dumps(numbers, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}" + (f" ({', '.join(only)})" if only else ""))
