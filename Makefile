@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 bench-evidence-v3-maxent bench-evidence-v4 bench-demo-seeds \
+.PHONY: install test demo bench bench-clm pretrain-clm bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 bench-evidence-v3-maxent bench-evidence-v4 bench-demo-seeds \
 	bench-countdown report lint
 
 $(VENV)/.installed: pyproject.toml
@@ -38,6 +38,17 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/cpu_step.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/eval_time.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/sft_step.py
+	$(PY) benchmarks/report.py
+
+# The chemical LM: its pretraining (about 2 h on 2 idle cores, resumable: rerun to continue; writes the shipped model),
+# then its MOSES metrics and PMO score distributions, and its cost per oracle call against v4's Gemma warm start.
+pretrain-clm: $(VENV)/.installed
+	$(VENV)/bin/divrl pretrain-clm --out runs/pretrain-clm --threads 2 --max-steps 2700 --seed 0 \
+		--ship-to src/divrl/embedded/smiles-clm
+
+bench-clm: $(VENV)/.installed
+	$(PY) benchmarks/clm_prior.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/clm_speed.py
 	$(PY) benchmarks/report.py
 
 # The real-model recovery experiment: hours on 2 CPU cores. It keeps its state in benchmarks/state/ and

@@ -14,7 +14,8 @@ RESULTS = Path(__file__).parent / "results"
 # Fragments in reading order. A variant written with `--name <known>_<suffix>` (a rerun of part of a benchmark)
 # follows its known fragment; any other fragment follows alphabetically at the end.
 ORDER = ("demo", "toy", "toy_methods", "toy_flowrl", "toy_entropy_control", "flat_group_residue", "trainer_overhead",
-         "population_overhead", "verifier_throughput", "molecule_scoring", "cpu_step", "gpu_step", "eval_time",
+         "population_overhead", "verifier_throughput", "molecule_scoring", "clm_prior", "clm_speed", "cpu_step",
+         "gpu_step", "eval_time",
          "sft_step", "unit_throughput",
          "molecules_v4", "molecules_v4_pilots",
          "hypospace_recovery_v3_voxel", "v3_pilots", "hypospace_recovery_v2", "hypospace_recovery_v2_voxel",

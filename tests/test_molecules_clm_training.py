@@ -37,8 +37,9 @@ def test_the_molecule_baselines_compose_with_ips_the_filter_and_a_pmo_oracle(met
     from divrl.cli import main
 
     assert main(["train", str(RECIPES / f"{method}.yaml"), "--ips", "true", "--max_steps", "2",
-                 "--task_arg", "diversity_filter={scaffold: murcko, bucket_size: 10}", "--task_arg", "objective=median1",
-                 "--output_dir", str(tmp_path), "--save_strategy", "no", "--logging_steps", "1"]) == 0
+                 "--task_arg", "diversity_filter={scaffold: murcko, bucket_size: 10}",
+                 "--task_arg", "objective=median1", "--output_dir", str(tmp_path), "--save_strategy", "no",
+                 "--logging_steps", "1"]) == 0
     state = json.loads((tmp_path / "trainer_state.json").read_text())
     keys = {k for entry in state["log_history"] for k in entry}
     assert state["global_step"] == 2 and "ips/distinct_outcomes" in keys

@@ -46,8 +46,8 @@ def test_the_molecule_task_augments_a_chemical_lms_smiles_only() -> None:
 
 
 def _train(tiny_qwen3: Path, out: Path, script: list[str], **settings):
-    from transformers import AutoTokenizer
     from trainer_helpers import lora_config, make_config
+    from transformers import AutoTokenizer
 
     from divrl import DivRLTrainer
     from divrl.tasks.molecules import MoleculeTask, build_dataset
@@ -65,8 +65,9 @@ def _train(tiny_qwen3: Path, out: Path, script: list[str], **settings):
 
 
 def test_replay_remembers_the_best_and_costs_no_oracle_call(tiny_qwen3: Path, tmp_path: Path) -> None:
-    from divrl.tasks.molecules.rewards import MPO
     from trainer_helpers import logged
+
+    from divrl.tasks.molecules.rewards import MPO
 
     script = [f" {ASPIRIN}", f" {CAFFEINE}", f" {PARACETAMOL}", " not a molecule"]
     trainer, task = _train(tiny_qwen3, tmp_path, script, max_steps=2)
