@@ -31,7 +31,7 @@ def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, cap
     monkeypatch.setattr(overview, "STEPS", {"bandit": 30, "hypergrid": 30})  # the figure and table, not convergence
     out = tmp_path / "demo"
     code = main(["demo", "--model", str(tiny_qwen3), "--steps", "1", "--instances", "4", "--samples", "2",
-                 "--out", str(out)])
+                 "--skip-molecules", "--out", str(out)])  # the molecule phase: its own test below
     assert code == 0
     progress = capsys.readouterr().out
     assert "[1/6] toy comparison" in progress and "[2/6] preparing" in progress
@@ -58,7 +58,21 @@ def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, cap
     assert all(name == "hypospace-boolean" and demo.BOOLEAN.items() <= params.items() for name, params in trained_tasks)
     # `make demo` twice: the second run trains afresh into the same folder instead of refusing it as a run to resume
     assert main(["demo", "--model", str(tiny_qwen3), "--steps", "1", "--instances", "4", "--samples", "2",
-                 "--out", str(out)]) == 0
+                 "--skip-molecules", "--out", str(out)]) == 0
+
+
+@pytest.mark.slow
+def test_the_molecule_phase_spends_one_budget_per_arm_and_reports(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped chemical LM on the PMO oracle at a small budget, one seed: every arm spends exactly the budget."""
+    from divrl.tasks.molecules import clm_demo
+
+    monkeypatch.setattr(clm_demo, "BUDGET", 64)
+    result = clm_demo.run_phase(tmp_path, seeds=(0,), progress=lambda _: None)
+    assert [len(result["histories"][arm][0]) for arm in clm_demo.ARMS] == [64, 64, 64]
+    assert all(len({smiles for smiles, _ in runs[0]}) == 64 for runs in result["histories"].values())
+    lines = clm_demo.report_lines(result)
+    assert any(line.startswith("| ips |") for line in lines) and (tmp_path / "molecules.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize("flag", ["--steps", "--prompts-per-step", "--instances", "--samples", "--learning-rate"])

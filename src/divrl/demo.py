@@ -1,8 +1,9 @@
 """`divrl demo` (what `make demo` runs): what divrl is for, on the CPU, in minutes.
 
 It opens with the toy comparison (`divrl.toy.overview`: GRPO's collapse and the remedies' coverage on the bandit and
-the hyper-grid, 5 seeds, seconds), then runs GRPO vs IPS-GRPO on a real LLM. That part drives the same entry points
-a user runs: prepares the embedded Gemma-3-270M, trains it briefly with the CPU recipes
+the hyper-grid, 5 seeds, seconds), then divrl's chemical LM on a PMO oracle (`divrl.tasks.molecules.clm_demo`: prior
+sampling vs GRPO vs IPS-GRPO behind a scaffold filter, 3 seeds), then runs GRPO vs IPS-GRPO on a real LLM. That part
+drives the same entry points a user runs: prepares the embedded Gemma-3-270M, trains it briefly with the CPU recipes
 `recipes/embedded-cpu/hypospace-boolean/{grpo,ips}.yaml` (`divrl train`) on HypoSpace Boolean expressions (x, y;
 AND / OR; depth 2: the domain where the small base model writes valid answers, about 4 in 10, so training has a
 signal and the effect of each method shows in validity and in how many different answers it writes), evaluates the
@@ -141,9 +142,10 @@ def evidence_lines(settings: dict[str, Any], seed: int, numbers: dict[str, dict[
 
 
 def write_report(out: Path, args: argparse.Namespace, timings: dict[str, float], peak_rss: int | None = None,
-                 toy_lines: list[str] | None = None) -> Path:
-    """`report.md`: the toy comparison, the run's held-out table (95% intervals over instances), its training
-    signatures, the run beside the committed multi-seed result, timings and the plots."""
+                 toy_lines: list[str] | None = None, molecule_lines: list[str] | None = None) -> Path:
+    """`report.md`: the toy comparison, the chemical LM on a PMO oracle, the LLM run's held-out table (95% intervals
+    over instances), its training signatures, the run beside the committed multi-seed result, timings and the
+    plots."""
     recovery = json.loads((out / "eval" / "recovery.json").read_text())
     numbers = held_out_numbers(recovery)
     (out / "held_out.json").write_text(json.dumps(
@@ -158,7 +160,11 @@ def write_report(out: Path, args: argparse.Namespace, timings: dict[str, float],
                   "puts all its probability on one outcome; a method that keeps the answer space should end near the "
                   "target, probability proportional to reward. Final numbers are means over the last 10 steps, "
                   "mean ± std over 5 seeds (on the hyper-grid an outcome is a cell; the bars group cells by mode):",
-                  "", *toy_lines, "", "![toy comparison](toy.png)", "", "## A real LLM: GRPO vs IPS-GRPO", ""]
+                  "", *toy_lines, "", "![toy comparison](toy.png)", ""]
+    if molecule_lines:
+        lines += [*molecule_lines, ""]
+    if toy_lines or molecule_lines:
+        lines += ["## A real LLM: GRPO vs IPS-GRPO", ""]
     lines += [
         f"Model `{args.model}`, task hypospace-boolean {BOOLEAN}: {args.instances} observation sets split 50/50, "
         f"{args.steps} training steps per method of {args.prompts_per_step} prompt(s) x a group of 8 completions "
@@ -208,7 +214,7 @@ def run_demo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     return_large_frees_to_os()  # before the first large allocation: each phase's tensors go back when freed
-    total = len(args.methods) + 3 + (not args.skip_toy)
+    total = len(args.methods) + 3 + (not args.skip_toy) + (not args.skip_molecules)
     phase = iter(range(1, total + 1))
     start = time.time()
     timings: dict[str, float] = {}
@@ -221,6 +227,17 @@ def run_demo(args: argparse.Namespace) -> int:
         _, toy_lines = run_overview(out)
         print("\n".join(toy_lines), flush=True)
         timings["toy"] = time.time() - start
+    molecule_lines = None
+    if not args.skip_molecules:
+        from divrl.tasks.molecules import clm_demo
+
+        t0 = time.time()
+        _banner(next(phase), total, f"molecules: the chemical LM on PMO's {clm_demo.OBJECTIVE}, prior sampling vs "
+                f"GRPO vs IPS-GRPO, {len(clm_demo.SEEDS)} seeds", start)
+        molecule_lines = clm_demo.report_lines(clm_demo.run_phase(out, progress=sub_step))
+        print("\n".join(molecule_lines[:-2]), flush=True)
+        release_freed_memory()
+        timings["molecules"] = time.time() - t0
     t0 = time.time()
     _banner(next(phase), total, f"preparing {args.model}", start)
     resolve_model_name(args.model, progress=sub_step)  # the first preparation's [1/4]..[4/4], inside this phase
@@ -258,7 +275,7 @@ def run_demo(args: argparse.Namespace) -> int:
     timings["evaluate"] = time.time() - t0
     timings["total"] = time.time() - start
     _banner(next(phase), total, "writing the report", start)
-    print(f"wrote {write_report(out, args, timings, peak_rss_bytes(), toy_lines)}")
+    print(f"wrote {write_report(out, args, timings, peak_rss_bytes(), toy_lines, molecule_lines)}")
     return 0
 
 
@@ -279,5 +296,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=42, help="training seed and held-out sampling seed (default 42, "
                         "the recipes'; benchmarks/demo_seeds.py runs 42 to 46)")
     parser.add_argument("--skip-toy", action="store_true", help="skip the opening toy comparison")
+    parser.add_argument("--skip-molecules", action="store_true",
+                        help="skip the chemical LM's molecule phase (embedded:smiles-clm on a PMO oracle)")
     parser.add_argument("--out", default="demo_out", help="output directory (default demo_out)")
     parser.set_defaults(func=run_demo)
