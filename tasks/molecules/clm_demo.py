@@ -21,7 +21,7 @@ from divrl.tasks.molecules.metrics import generative_yield, yield_curve
 RECIPES = ROOT / "recipes" / "smiles-clm-cpu" / "molecules"
 OBJECTIVE = "albuterol_similarity"
 TAU = 0.3
-BUDGET = 512
+BUDGET = 256
 SEEDS = (0, 1, 2)
 ARMS = ("sample", "grpo", "ips")
 FILTER = "diversity_filter={scaffold: murcko, bucket_size: 10}"

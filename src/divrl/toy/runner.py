@@ -608,7 +608,8 @@ def toy_method_args(env: Env | None, method: Method, cfg: TrainConfig) -> Any:
     values: dict[str, Any] = {}
     for registered in REGISTRY.values():
         for spec in fields(registered.Config):
-            off = spec.name == registered.switch and registered.name in labelled - switched
+            off = spec.name == registered.switch and (registered.name in labelled - switched
+                                                      or not registered.runs_on_toy)
             values[spec.name] = (_default(spec) if off else settings[spec.name] if spec.name in settings
                                  else cfg.method_value(spec.name))
     semantic = isinstance(env, IdeaEnv) and cfg.ips_outcome == "semantic"
