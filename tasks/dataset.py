@@ -7,6 +7,10 @@ strings are equal (case, surrounding spaces and `$`, thousands separators and a 
 both read as numbers, when they are equal within `tolerance`. The outcome key is the normalised final answer, so IPS,
 the count bonus and pass@k count distinct answers; a completion without one scores 0 and has no outcome.
 
+Every row needs a prompt and an answer. A file with a row missing either (null, NaN or blank), or with a column of
+mixed value types, is refused when the task is built, with one line naming the file, the column and the first bad row:
+no row is skipped silently, and none trains on the text "None".
+
     task: dataset
     task_args: {path: data/gsm8k_train.jsonl, prompt_column: question, answer_column: answer}
 """
@@ -27,6 +31,8 @@ MAX_SCANNED_CHARS = 4000
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d{1,4})?")
 _BOXED = re.compile(r"\\boxed\{([^{}]{0,200})\}")
 SPLITS = ("train", "test", "all")
+# Columns train_dataset writes itself: a file column of the same name is not carried.
+OWN_COLUMNS = ("prompt", "reference")
 
 
 def normalise(answer: str) -> str:
@@ -47,6 +53,28 @@ def _as_number(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _is_missing(value: Any) -> bool:
+    """Whether a prompt or answer cell holds nothing: null (a missing JSON key too), NaN (an empty CSV cell in a
+    numeric column) or blank text."""
+    return (value is None or (isinstance(value, float) and math.isnan(value))
+            or (isinstance(value, str) and not value.strip()))
+
+
+def _first_unstorable(values: list[Any]) -> int:
+    """The row (from 1) at which `values` stop fitting one Arrow type: the shortest failing prefix, by bisection."""
+    import pyarrow
+
+    good, bad = 0, len(values)  # values[:good] stores, values[:bad] does not
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        try:
+            pyarrow.array(values[:middle])
+            good = middle
+        except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError):
+            bad = middle
+    return bad
 
 
 class DatasetTask:
@@ -92,7 +120,33 @@ class DatasetTask:
                              f"{', '.join(data.column_names)} (set prompt_column / answer_column)")
         if len(data) == 0:
             raise ValueError(f"dataset {str(self.path)!r} has no rows")
-        return list(data)
+        rows = list(data)
+        self._check_rows(rows)
+        return rows
+
+    def _check_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Refuse (never skip) a file with a row whose prompt or answer is missing, null, NaN or blank: such a row
+        would train on the text "None", or reward `#### None` as its answer. Refuse a column `train_dataset` carries
+        whose values are of mixed types (5 in one row, "five" in another), which Arrow cannot store. Each error is
+        one line naming the file, the column and the first bad row (rows count from 1, in file order)."""
+        import pyarrow
+
+        for role, column in (("prompt", self.prompt_column), ("answer", self.answer_column)):
+            empty = [i for i, row in enumerate(rows, 1) if _is_missing(row[column])]
+            if empty:
+                raise ValueError(f"dataset {str(self.path)!r}: row {empty[0]} has no {role} (column {column!r} is "
+                                 f"missing, null or blank in {len(empty)} of {len(rows)} rows); fill or remove them")
+        for column in rows[0]:
+            if column == self.prompt_column or column in OWN_COLUMNS:
+                continue
+            values = [row[column] for row in rows]
+            try:
+                pyarrow.array(values)
+            except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError) as error:
+                bad = _first_unstorable(values)
+                raise ValueError(f"dataset {str(self.path)!r}: column {column!r} mixes value types: row {bad} holds "
+                                 f"{values[bad - 1]!r:.80} ({type(values[bad - 1]).__name__}), which does not fit the "
+                                 f"rows before it ({str(error).splitlines()[0]})") from None
 
     def final_answer(self, completion: Any) -> str | None:
         """The completion's final answer, normalised, or None when it gives none."""
@@ -153,6 +207,6 @@ class DatasetTask:
         for row in self._split(split, seed, limit):
             text = str(row[self.prompt_column])
             prompt: Any = [{"role": "user", "content": text}] if style == "chat" else text
-            extra = {k: v for k, v in row.items() if k not in (self.prompt_column, "prompt", "reference")}
+            extra = {k: v for k, v in row.items() if k != self.prompt_column and k not in OWN_COLUMNS}
             rows.append({**extra, "prompt": prompt, "reference": self.reference(row[self.answer_column])})
         return Dataset.from_list(rows)

@@ -65,6 +65,71 @@ def test_every_local_format_loads_and_problems_name_the_file(jsonl: Path, tmp_pa
     assert len(held_out.train_dataset(split="test")) == 1 and len(held_out.train_dataset(split="train")) == 2
 
 
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.mark.parametrize(("bad_row", "role", "column"), [
+    ({"question": "What is 4 + 4?", "answer": None}, "answer", "answer"),
+    ({"question": "What is 4 + 4?"}, "answer", "answer"),
+    ({"question": "What is 4 + 4?", "answer": "  "}, "answer", "answer"),
+    ({"question": None, "answer": "#### 8"}, "prompt", "question"),
+    ({"answer": "#### 8"}, "prompt", "question"),
+])
+def test_a_row_without_a_prompt_or_answer_is_refused_naming_file_row_and_column(
+        bad_row: dict, role: str, column: str, tmp_path: Path) -> None:
+    path = _write(tmp_path / "holes.jsonl", [ROWS[0], bad_row, ROWS[1]])
+    with pytest.raises(ValueError, match=rf"dataset '{path}': row 2 has no {role} \(column '{column}' is "
+                                         r"missing, null or blank in 1 of 3 rows\)"):
+        _task(path)
+
+
+def test_an_empty_csv_cell_is_a_missing_answer(tmp_path: Path) -> None:
+    path = tmp_path / "data.csv"
+    path.write_text("question,answer\nWhat is 2 + 3?,5\nWhat is 4 + 4?,\n")
+    with pytest.raises(ValueError, match="row 2 has no answer"):
+        _task(path)
+
+
+def test_hash_none_cannot_be_farmed_from_a_row_without_an_answer(tmp_path: Path) -> None:
+    """Such a row used to train with the reference "none", which `#### None` matched for a reward of 1.0."""
+    path = _write(tmp_path / "data.jsonl", [*ROWS, {"question": "What is 4 + 4?", "answer": None}])
+    with pytest.raises(ValueError, match="has no answer"):
+        _task(path)
+    task = _task(_write(tmp_path / "complete.jsonl", ROWS))
+    references = task.train_dataset(style="base")["reference"]
+    assert task.answer_match(["#### None"] * len(references), references) == [0.0] * len(references)
+
+
+def test_a_null_prompt_never_becomes_the_text_none(tmp_path: Path) -> None:
+    path = _write(tmp_path / "data.jsonl", [*ROWS, {"question": None, "answer": "#### 8"}])
+    with pytest.raises(ValueError, match="row 4 has no prompt"):
+        _task(path).train_dataset(style="base")
+
+
+def test_a_column_of_mixed_types_names_the_file_the_column_and_the_row(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path / "mixed.jsonl", [{"question": "What is 2 + 3?", "answer": 5},
+                                             {"question": "What is 3 + 3?", "answer": 6},
+                                             {"question": "What is 4 + 4?", "answer": "eight"}])
+    with pytest.raises(ValueError, match=rf"dataset '{path}': column 'answer' mixes value types: row 3 holds "
+                                         r"'eight' \(str\)"):
+        _task(path)
+    nested = _write(tmp_path / "nested.jsonl", [{**ROWS[0], "tags": [1]}, {**ROWS[1], "tags": ["a"]}])
+    with pytest.raises(ValueError, match=rf"dataset '{nested}': column 'tags' mixes value types: row 2"):
+        _task(nested)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"task: dataset\ntask_args: {{path: {path}, prompt_column: question}}\nuse_cpu: true\n"
+                      f"bf16: false\noutput_dir: {tmp_path / 'run'}\n")
+    assert cli_main(["train", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "error" in line.lower()]  # not the loader's progress bar
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("divrl train: error: dataset") and f"{path}': column 'answer'" in lines[0]
+    assert "settings" not in lines[0]
+
+
 def test_the_dataset_task_trains_a_step_from_a_jsonl_file(jsonl: Path, tiny_qwen3: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     recipe = tmp_path / "recipe.yaml"

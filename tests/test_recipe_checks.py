@@ -55,8 +55,12 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
         ("hypospace-voxel/qd.yaml", {"qd_ranges": [0, 1]}, "qd_ranges", "in 2 dimensions"),
         ("hypospace-voxel/ips.yaml", {"temperature": 0}, "temperature", "finite number > 0"),
         ("hypospace-voxel/ips.yaml", {"temperature": float("nan")}, "temperature", "finite number > 0"),
-        ("hypospace-voxel/ips.yaml", {"learning_rate": -1e-5}, "learning_rate", "finite number >= 0"),
-        ("hypospace-voxel/ips.yaml", {"learning_rate": float("nan")}, "learning_rate", "finite number >= 0"),
+        ("hypospace-voxel/ips.yaml", {"learning_rate": -1e-5}, "learning_rate", "finite number > 0"),
+        ("hypospace-voxel/ips.yaml", {"learning_rate": float("nan")}, "learning_rate", "finite number > 0"),
+        ("hypospace-voxel/ips.yaml", {"learning_rate": 0}, "learning_rate", "> 0 (0 trains nothing), got 0"),
+        ("hypospace-voxel/ips.yaml", {"num_generations": 0}, "num_generations", "must be >= 2"),
+        ("hypospace-voxel/ips.yaml", {"num_generations": 1}, "num_generations", "must be >= 2"),
+        ("hypospace-voxel/ips.yaml", {"num_generations": -4}, "num_generations", "must be >= 2"),
         ("hypospace-voxel/ips.yaml", {"learning_rate": "fast"}, "learning_rate", "must be a number"),
         ("hypospace-voxel/ips.yaml", {"save_steps": 0}, "save_steps", "must be > 0"),
         ("hypospace-voxel/ips.yaml", {"num_generations": "eight"}, "num_generations", "must be an integer"),
@@ -100,6 +104,10 @@ def test_command_line_values_are_checked_and_named_as_such(
     assert line.startswith("divrl train: error: --learning_rate on the command line") and recipe in line
     line = _one_line_error(capsys, recipe, "--num_generations", "eight")
     assert "--num_generations" in line and "invalid int value: 'eight'" in line
+    line = _one_line_error(capsys, recipe, "--num_generations", "0")  # was a ZeroDivisionError traceback
+    assert line.startswith("divrl train: error: --num_generations on the command line") and "must be >= 2" in line
+    line = _one_line_error(capsys, recipe, "--learning_rate", "0")
+    assert line.startswith("divrl train: error: --learning_rate on the command line") and "> 0" in line
 
 
 def test_shipped_recipes_pass_the_checks() -> None:

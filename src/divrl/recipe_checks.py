@@ -2,11 +2,12 @@
 
 `divrl train` parses a recipe with TRL's `TrlParser`, which turns every YAML value into an argparse default.
 Left alone, a value of the wrong type prints argparse's ~240-line usage, an unknown field suggests an API
-flag (`fail_with_unknown_args=False`) users cannot set, and several bad values (task_args that are a list, a
-negative or NaN learning rate, save_steps 0, an output_dir that is a file, qd_dims that do not match the
-task's behaviour dimensions, a split the task does not have) fail late or deep inside TRL. The checks here run
-before anything is built (types and values) or right after the task is built and before the model loads
-(task-dependent settings); every failure is a ValueError of one line:
+flag (`fail_with_unknown_args=False`) users cannot set, and several bad values (task_args that are a list,
+num_generations 0, a negative or NaN learning rate, save_steps 0, an output_dir that is a file, qd_dims that do
+not match the task's behaviour dimensions, a split the task does not have) fail late or deep inside TRL, or (a
+learning rate of 0) train nothing without a word. The checks here run before anything is built (types and
+values) or right after the task is built and before the model loads (task-dependent settings); every failure is
+a ValueError of one line:
 `recipe FILE: FIELD ...` or `--FIELD on the command line: ...`.
 """
 
@@ -139,13 +140,31 @@ def check_recipe_types(parser: argparse.ArgumentParser, dataclass_types: Iterabl
 
 
 def one_line_errors(parser: argparse.ArgumentParser, origin: RecipeOrigin) -> None:
-    """Make `parser` raise a one-line ValueError instead of printing its whole usage (~240 lines) on bad input."""
+    """Make `parser` raise a one-line ValueError instead of printing its whole usage (~240 lines) on bad input, and
+    check its parsed values (`check_parsed_values`) before the settings dataclasses are built from them."""
 
     def error(message: str) -> typing.NoReturn:
         source = "the command line" if origin.cli_fields or not origin.path else f"recipe {origin.path}"
         raise ValueError(f"{message} (from {source})")
 
+    parse_known_args = parser.parse_known_args
+
+    def parse_and_check(*args: Any, **kwargs: Any) -> tuple[argparse.Namespace, list[str]]:
+        namespace, remaining = parse_known_args(*args, **kwargs)
+        check_parsed_values(namespace, origin)
+        return namespace, remaining
+
     parser.error = error  # type: ignore[method-assign]
+    parser.parse_known_args = parse_and_check  # type: ignore[method-assign]
+
+
+def check_parsed_values(namespace: argparse.Namespace, origin: RecipeOrigin) -> None:
+    """Values (from the recipe or the command line) that break the settings dataclasses as they are built, where no
+    later check can see them: TRL's GRPOConfig divides by num_generations (0 ends in a ZeroDivisionError)."""
+    generations = getattr(namespace, "num_generations", None)
+    if generations is not None and generations < 2:
+        _fail(origin, "num_generations", f"must be >= 2 (GRPO's advantages compare the completions of one prompt "
+                                         f"with each other), got {generations!r}")
 
 
 # ------------------------------------------------------------------------------------ values (after parsing)
@@ -195,8 +214,9 @@ def check_recipe_values(script_args: Any, training_args: Any, model_args: Any, o
     if not _finite(training_args.temperature) or training_args.temperature <= 0:
         _fail(origin, "temperature", f"must be a finite number > 0 (sampling divides the logits by it), got "
                                      f"{training_args.temperature!r}")
-    if not _finite(training_args.learning_rate) or training_args.learning_rate < 0:
-        _fail(origin, "learning_rate", f"must be a finite number >= 0, got {training_args.learning_rate!r}")
+    if not _finite(training_args.learning_rate) or training_args.learning_rate <= 0:
+        _fail(origin, "learning_rate", f"must be a finite number > 0 (0 trains nothing), got "
+                                       f"{training_args.learning_rate!r}")
     for name in ("save_steps", "logging_steps", "eval_steps"):
         strategy = getattr(training_args, name.replace("_steps", "_strategy"), None)
         value = getattr(training_args, name, None)
