@@ -112,3 +112,97 @@ def test_broken_pool_falls_back_to_serial(caplog: pytest.LogCaptureFixture) -> N
         assert scorer.score(["CCC", "CCCC"]) == [0.5, 0.5]
     assert scorer.pool_batches == 0 and scorer.oracle_calls == 4
     assert sum("process pool failed" in r.message for r in caplog.records) == 1
+
+
+# ------------------------------------------------------------------ issue 57: an exact budget, a journal, checked input
+def test_the_budget_is_a_hard_cap_on_real_calls() -> None:
+    oracle = CountingOracle()
+    scorer = CachedScorer(oracle, budget=2)
+    assert scorer.score(["CCO", "CCN", "CCC", "CCO"]) == [0.03, 0.03, 0.0, 0.03]  # CCC: over budget, no call
+    assert oracle.calls == ["CCO", "CCN"] and scorer.over_budget == 1 and scorer.oracle_calls == 2
+    assert scorer.score(["CCC", "CCN"]) == [0.0, 0.03] and oracle.calls == ["CCO", "CCN"]
+    with pytest.raises(ValueError, match="budget must be a positive number"):
+        CachedScorer(oracle, budget=0)
+
+
+def _killed_run(path, batches: list[list[str]]) -> list[OracleCall]:
+    """Score `batches` with a journal at `path` (a run that is then killed); returns its history."""
+    scorer = CachedScorer(CountingOracle())
+    scorer.attach_journal(path, fresh=True)
+    for batch in batches:
+        scorer.score(batch)
+    return list(scorer.history)
+
+
+def test_a_resume_takes_the_journaled_calls_beyond_its_checkpoint_without_paying_again(tmp_path) -> None:
+    journal = tmp_path / "oracle_calls.jsonl"
+    batches = [["CCO", "CCN"], ["CCC", "CCO"], ["CCCC", "c1ccccc1"]]
+    uninterrupted = _killed_run(tmp_path / "whole.jsonl", batches)
+    _killed_run(journal, batches[:2])  # killed after its second batch; its checkpoint holds the first only
+    checkpoint = CachedScorer(CountingOracle())
+    checkpoint.score(batches[0])
+    resumed = CachedScorer(oracle := CountingOracle())
+    resumed.attach_journal(journal, fresh=False)
+    resumed.load_state_dict(checkpoint.state_dict())
+    for batch in batches[1:]:
+        resumed.score(batch)
+    assert oracle.calls == ["CCCC", "c1ccccc1"]  # CCC was paid by the killed run: taken from its journal
+    assert resumed.history == uninterrupted
+    from divrl.tasks.molecules.scoring import read_history
+
+    assert read_history(journal) == uninterrupted  # the journal is the run's real spending, in order
+
+
+def test_a_resume_that_diverges_still_counts_what_the_killed_run_paid(tmp_path, caplog) -> None:
+    journal = tmp_path / "oracle_calls.jsonl"
+    _killed_run(journal, [["CCO"], ["CCN", "CCC"]])
+    resumed = CachedScorer(oracle := CountingOracle(), budget=4)
+    resumed.attach_journal(journal, fresh=False)
+    resumed.load_state_dict({"history": [["CCO", 0.03]], "hits": 0, "misses": 1})
+    with caplog.at_level(logging.WARNING):
+        assert resumed.score(["CCCC", "CCCCC"]) == [0.04, 0.0]  # CCN, CCC adopted first: one call left
+    assert "did not ask again for 2 molecule(s)" in caplog.text
+    assert oracle.calls == ["CCCC"] and resumed.oracle_calls == 4 and resumed.over_budget == 1
+
+
+def test_a_journal_from_another_run_is_refused_by_name(tmp_path) -> None:
+    journal = tmp_path / "oracle_calls.jsonl"
+    _killed_run(journal, [["CCN"]])
+    scorer = CachedScorer(CountingOracle())
+    scorer.attach_journal(journal, fresh=False)
+    with pytest.raises(ValueError, match=r"oracle_calls\.jsonl: the run's oracle call 1 \(CCO, 0\.03\) is not in"):
+        scorer.load_state_dict({"history": [["CCO", 0.03]], "hits": 0, "misses": 1})
+
+
+def test_a_fresh_run_rewrites_the_journal(tmp_path) -> None:
+    journal = tmp_path / "oracle_calls.jsonl"
+    _killed_run(journal, [["CCN"]])
+    assert _killed_run(journal, [["CCO"]]) == [OracleCall("CCO", 0.03)]
+    assert journal.read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"smiles": "not a molecule", "score": 0.5}', "'not a molecule' is not a valid SMILES"),
+    ('{"smiles": "CCO", "score": NaN}', "score nan is not a finite number"),
+    ('{"smiles": "CCO", "score": Infinity}', "score inf is not a finite number"),
+    ('{"smiles": "CCO", "score": "0.5"}', "score '0.5' is not a finite number"),
+    ('{"smiles": "OCC", "score": 0.7}', "CCO scored 0.7, but 0.5 on line 1"),
+])
+def test_oracle_history_input_is_canonicalised_and_checked_line_by_line(tmp_path, line: str, message: str) -> None:
+    from divrl.tasks.molecules.scoring import read_history
+
+    path = tmp_path / "calls.jsonl"
+    path.write_text('{"smiles": "OCC", "score": 0.5}\n' + line + "\n")
+    with pytest.raises(ValueError, match=rf"calls\.jsonl:2: {__import__('re').escape(message)}"):
+        read_history(path)
+    path.write_text('{"smiles": "OCC", "score": 0.5}\n')
+    assert read_history(path) == [OracleCall("CCO", 0.5)]  # canonical: a later "CCO" is a cache hit
+
+
+def test_oracle_history_that_is_not_utf8_names_the_file(tmp_path) -> None:
+    from divrl.tasks.molecules.scoring import read_history
+
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(b'{"smiles": "CCO", "score": 0.5}\n{"smiles": "\xff"}\n')
+    with pytest.raises(ValueError, match=r"calls\.jsonl: not UTF-8 text"):
+        read_history(path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -125,14 +126,17 @@ class MoleculeTask:
     `diversity_filter` (a `DiversityFilter`, or a dict of its keyword arguments as recipes' task_args
     give it) wraps the reward; `workers` > 1 scores batches with at least `pool_threshold`
     new molecules in a process pool (see `CachedScorer`); the ranges normalise the QD descriptors.
-    `oracle_budget` (calls) ends training after the step in which the oracle-call history reaches it (PMO's fixed
-    budget; `stop_reason`); `oracle_history` (a JSONL file of {"smiles", "score"} lines, e.g. an earlier stage's
-    calls) opens the history and cache, and its calls count towards the budget.
-    In multi-process training each process keeps its own cache and filter memory.
+    `oracle_budget` (calls) is exact: no more real oracle calls are made (later new molecules score 0, as in PMO)
+    and training ends after the step that spent it (`stop_reason`), also across kills (the run's journal) and
+    processes (`begin_run`); `oracle_history` (a JSONL file of {"smiles", "score"} lines, e.g. an earlier stage's
+    calls, canonicalised and checked on load) opens the history and cache, and its calls count towards the budget.
+    In multi-process training the main process owns the cache, history and budget; each process keeps its own
+    diversity filter memory.
     """
 
     name = "molecules"
     behavior_dims = 2
+    journal_file = "oracle_calls.jsonl"  # every real oracle call of a training run, in its output_dir
 
     def __init__(
         self,
@@ -156,8 +160,9 @@ class MoleculeTask:
                 raise ValueError(f"{field} must be (low, high) with low < high, got {(low, high)}")
         self.objective = _objective(objective, components=components, extra_components=extra_components,
                                     weights=weights, hbd_threshold=hbd_threshold, sanity=sanity)
-        self.scorer = CachedScorer(self.objective, workers=workers, pool_threshold=pool_threshold)
         check_budget(oracle_budget)
+        self.scorer = CachedScorer(self.objective, workers=workers, pool_threshold=pool_threshold,
+                                   budget=oracle_budget)
         self.oracle_budget = oracle_budget
         if oracle_history is not None:
             self.scorer.load_state_dict({"history": read_history(oracle_history), "hits": 0, "misses": 0})
@@ -173,6 +178,18 @@ class MoleculeTask:
         if self.oracle_budget is not None and calls >= self.oracle_budget:
             return f"oracle budget spent: {calls} calls of {self.oracle_budget}"
         return None
+
+    def begin_run(self, run_dir: str, *, resumed: bool) -> None:
+        """When training starts (the trainer calls it on every process): scoring shared across processes, so that
+        the main process owns the cache, history and budget, and there every real oracle call journaled to
+        RUN_DIR/`journal_file` as it is made. A resumed run (`resumed`) keeps the journal: the calls a killed run
+        made after its last checkpoint are not paid again (`CachedScorer.attach_journal`)."""
+        from accelerate import PartialState
+
+        self.scorer.share_across_processes()
+        if PartialState().is_main_process:
+            os.makedirs(run_dir, exist_ok=True)
+            self.scorer.attach_journal(os.path.join(run_dir, self.journal_file), fresh=not resumed)
 
     def reward_funcs(self) -> list[Callable[..., list[float]]]:
         """One reward function: the cached MPO, through the diversity filter when one is configured."""

@@ -808,7 +808,10 @@ class DivRLTrainer(GRPOTrainer):
         return [STATE_FILE] if self.needs_state_file() else []
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):  # noqa: D102
+        resuming = resume_from_checkpoint not in (None, False)
         resume_from_checkpoint = self.resume_target(resume_from_checkpoint)
+        if callable(getattr(self.task, "begin_run", None)):  # e.g. the molecule task's oracle-call journal
+            self.task.begin_run(self.args.output_dir, resumed=resuming)
         self._patch_model()
         try:
             with upstream_deprecations_silenced():  # TRL's generation toggles gradient checkpointing by old names
@@ -830,6 +833,12 @@ class DivRLTrainer(GRPOTrainer):
         if resume_from_checkpoint is True:
             checkpoint, skipped = scan_checkpoints(output_dir, self.method_state_files())
             if checkpoint is None:
+                journal = self._task_journal()
+                if not skipped and journal is not None:
+                    logger.warning("resume_from_checkpoint=True: %s holds no checkpoint, only %s (the run was killed "
+                                   "before its first save): training from scratch, reusing what it paid for",
+                                   output_dir, journal)
+                    return None
                 if not skipped:
                     raise ValueError(f"resume_from_checkpoint=True: no checkpoint in {output_dir!r} to resume from")
                 if not interrupted_first_save(skipped):
@@ -855,6 +864,13 @@ class DivRLTrainer(GRPOTrainer):
             raise RunFinished(f"{checkpoint} is at step {saved['global_step']} of max_steps {end}: the run has "
                               "finished, nothing to train (raise max_steps to train further)")
         return checkpoint
+
+    def _task_journal(self) -> str | None:
+        """The task's journal of paid calls in output_dir (`Task.journal_file`, e.g. the molecule task's oracle
+        calls) when one holds something, else None."""
+        name = getattr(self.task, "journal_file", None)
+        path = os.path.join(self.args.output_dir, name) if name else None
+        return path if path is not None and os.path.isfile(path) and os.path.getsize(path) > 0 else None
 
     def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
         super()._load_optimizer_and_scheduler(checkpoint)
