@@ -5,16 +5,29 @@ never leaves the folder locked; the file stays, emptied when its holder ends nor
 while it runs, for the refusal's message. Under `accelerate launch` only the processes that write checkpoints
 (`should_save`: the main process, or each node's with save_on_each_node) take it, and every process learns whether
 they got it, so that all of them refuse together rather than some waiting forever for the others.
+
+A run folder also records which command's run it holds (`RUN_RECORD`: `divrl train`'s RL or `divrl sft`'s warm start,
+written once the run's checks pass, under the lock), so that neither command resumes or trains over the other's
+checkpoints (`divrl.train.check_output_dir`). And `exit_with_error` ends a launched run on a one-line error alike on
+every rank (under `accelerate launch`: printed once, no rank killed, the launcher's summary naming it).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 LOCK_FILE = ".divrl.lock"
+RUN_RECORD = ".divrl-run.json"  # {"kind": "train" | "sft"}
+# For a folder from before RUN_RECORD: a metric only one kind's trainer logs (TRL's GRPOTrainer's, its SFTTrainer's).
+KIND_METRICS = {"reward": "train", "mean_token_accuracy": "sft"}
 
 
 class RunLocked(ValueError):
@@ -72,3 +85,58 @@ def training_run_lock(training_args: Any) -> Iterator[None]:
         if refusals:
             raise RunLocked(refusals[0])
         yield
+
+
+def run_kind(output_dir: str) -> tuple[str, str] | None:
+    """(kind, how it is known) of the run `output_dir` holds: its RUN_RECORD's, or, in a folder from before the
+    record (or with an unreadable one), the kind whose KIND_METRICS its trainer states log; None when nothing tells
+    (then only the checks that ignore the kind apply)."""
+    from divrl.trainers.checkpoint import TRAINER_STATE_FILE
+
+    folder = Path(output_dir)
+    try:
+        kind = json.loads((folder / RUN_RECORD).read_text())["kind"]
+        return kind, f"recorded in {folder / RUN_RECORD}"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    for state in [folder / TRAINER_STATE_FILE, *sorted(folder.glob(f"checkpoint-*/{TRAINER_STATE_FILE}"))]:
+        try:
+            logged = {key for entry in json.loads(state.read_text())["log_history"] for key in entry}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for metric, kind in KIND_METRICS.items():
+            if metric in logged:
+                return kind, f"{state} logs {metric}"
+    return None
+
+
+def record_run_kind(output_dir: str, kind: str) -> None:
+    """Write `kind` ('train' or 'sft') into output_dir's RUN_RECORD, atomically (each process through a temporary
+    file of its own, so the ranks of a launch may all write it)."""
+    path = Path(output_dir) / RUN_RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{RUN_RECORD}.{os.getpid()}.partial")
+    partial.write_text(json.dumps({"kind": kind}) + "\n")
+    os.replace(partial, path)
+
+
+def exit_with_error(line: str) -> NoReturn:
+    """End this process on `line`, a one-line error, with status 1 (as `sys.exit(line)`, which a single process
+    does). Under a multi-process launch (WORLD_SIZE > 1, e.g. `accelerate launch`) every rank ends alike: RANK 0
+    prints the line (not each rank); each rank leaves it in torchrun's error file, so that the launcher's failure
+    summary names it rather than a link to torchrun's docs (and a rank failing alone is not silent); and each exits
+    at once (`os._exit`, without the interpreter's slow teardown), so that ranks seldom outlive the first to exit
+    until the agent's next check (it then logs a SIGTERM to them); one it signals meanwhile still exits with status 1,
+    so the summary never reports a rank killed. The launcher still prints its own traceback: torchrun's agent raises
+    ChildFailedError for any non-zero exit of a rank and `accelerate launch` re-raises it."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        sys.exit(line)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(1))
+    if os.environ.get("RANK", "0") == "0":
+        print(line, file=sys.stderr)
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:  # the plain-string form torchrun's ProcessFailure reads (as for a signal)
+        Path(error_file).write_text(json.dumps({"message": line, "timestamp": int(time.time())}))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)

@@ -23,6 +23,7 @@ from divrl.task import build_task
 from divrl.train import (
     RecoveryEvalArguments,
     add_recovery_eval,
+    check_output_dir,
     read_command_line,
     recipe_command,
     recipe_parser,
@@ -52,6 +53,9 @@ class SFTScriptArguments(RecoveryEvalArguments):
                 "load it in 4-bit again."})
     merge: bool = field(default=True, metadata={
         "help": "Write OUTPUT_DIR/merged: base + adapter as one checkpoint that RL and evaluation load by path."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Start from scratch in an output_dir that already holds a run (checkpoints or a trainer state, a "
+                "warm start's or an RL run's); without it `divrl sft` refuses, as `divrl train` does."})
 
 
 def _check_script_args(script: SFTScriptArguments) -> None:
@@ -155,22 +159,36 @@ def merge_adapter(adapter_dir: Path, out: Path, base: str | None = None, dtype: 
     return out
 
 
+def resume_setting(value: str | bool | None) -> str | bool | None:
+    """--resume_from_checkpoint as Trainer.train takes it: 'true'/'false' (any case) as booleans, a path as it is."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Fine-tune, save the adapter in OUTPUT_DIR (and trainer_state.json), and the merged model in OUTPUT_DIR/merged."""
+    """Fine-tune, save the adapter in OUTPUT_DIR (and trainer_state.json), and the merged model in OUTPUT_DIR/merged.
+    Like `divrl train`, the run holds output_dir's lock throughout and refuses a folder holding a run unless resuming
+    a warm start or overwriting (`divrl.train.check_output_dir`), so it never trains over an RL run's checkpoints."""
+    from divrl.run_lock import training_run_lock
+
     argv = list(sys.argv[1:] if argv is None else argv)
     script, sft_args, model_args = parse_recipe(argv)
     script.command = recipe_command(argv, "sft")  # for the model card
     if not model_args.use_peft:
         raise ValueError("divrl sft trains a LoRA adapter: set use_peft true (the merged checkpoint comes from it)")
-    trainer = build_trainer(script, sft_args, model_args)
-    with labelled_positions_only():
-        trainer.train(resume_from_checkpoint=sft_args.resume_from_checkpoint)
-    trainer.save_model(sft_args.output_dir)
-    trainer.save_state()
-    if script.merge and trainer.accelerator.is_main_process:
-        out = save_merged(trainer, Path(sft_args.output_dir) / MERGED_SUBDIR)
-        print(f"divrl sft: merged model written to {out}; train RL from it with --model_name_or_path {out}")
-    trainer.accelerator.wait_for_everyone()
+    resume = resume_setting(sft_args.resume_from_checkpoint)
+    with training_run_lock(sft_args):
+        check_output_dir(sft_args.output_dir, resume, script.overwrite_output_dir, kind="sft")
+        trainer = build_trainer(script, sft_args, model_args)
+        with labelled_positions_only():
+            trainer.train(resume_from_checkpoint=resume or None)
+        trainer.save_model(sft_args.output_dir)
+        trainer.save_state()
+        if script.merge and trainer.accelerator.is_main_process:
+            out = save_merged(trainer, Path(sft_args.output_dir) / MERGED_SUBDIR)
+            print(f"divrl sft: merged model written to {out}; train RL from it with --model_name_or_path {out}")
+        trainer.accelerator.wait_for_everyone()
     return 0
 
 
@@ -183,9 +201,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 if __name__ == "__main__":
     from divrl.quiet import quiet_console
+    from divrl.run_lock import exit_with_error
 
     quiet_console()
     try:
         sys.exit(main())
-    except ValueError as error:
-        sys.exit(f"divrl.sft: error: {error}")
+    except (ValueError, OSError) as error:  # one line naming the problem, on every rank of a launch alike
+        exit_with_error(f"divrl.sft: error: {error}")
