@@ -6,7 +6,10 @@ completion as plain text plus the dataset row's columns as keyword arguments, mu
 (model output is untrusted) and return `None` for output they cannot read. An optional `stop_strings`
 attribute (a tuple of strings) ends training completions there, as EOS does (`DivRLConfig.stop_strings`). An
 optional `stop_reason()` method (no arguments, returns a one-line reason or None) is asked after every optimizer
-step; a reason ends training there, with a checkpoint (e.g. the molecule task's spent `oracle_budget`).
+step; a reason ends training there, with a checkpoint (e.g. the molecule task's spent `oracle_budget`). An optional
+`begin_run(run_dir, resumed=...)` is called on every process when training starts, and an optional `journal_file`
+names the file in the run folder where the task journals what it pays for as it goes (the molecule task's oracle
+calls, `JOURNAL_FILE`): a folder holding one holds a run, and a resume reuses it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+JOURNAL_FILE = "oracle_calls.jsonl"  # the molecule task's journal of real oracle calls, in a training run's folder
 
 
 @runtime_checkable

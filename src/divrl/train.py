@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from divrl.recipe_checks import (
     check_task_settings,
     one_line_errors,
 )
-from divrl.task import build_task, parse_task_args, read_prompts, resolve_prompt_style, task_names
+from divrl.task import JOURNAL_FILE, build_task, parse_task_args, read_prompts, resolve_prompt_style, task_names
 
 # A dry run writes here, under the recipe's output_dir, so a real run's `--resume_from_checkpoint true` never
 # finds the tiny model's checkpoints (it looks for checkpoint-* directly in output_dir).
@@ -356,16 +357,27 @@ def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:
     return script_args, training_args, model_args
 
 
-def check_output_dir(output_dir: str, resume: str | bool | None, overwrite: bool) -> None:
-    """Refuse to train from scratch into a folder holding a run: its checkpoints would be rotated away unasked."""
+def check_output_dir(output_dir: str, resume: str | bool | None, overwrite: bool, kind: str = "train") -> None:
+    """Refuse to start a `divrl KIND` run (train or sft) in a folder holding a run, then record KIND in it
+    (`divrl.run_lock.RUN_RECORD`): from scratch, the run's checkpoints would be rotated away unasked; a run of the
+    other kind is refused even when resuming, which would adopt its checkpoints as this run's. overwrite lifts both."""
+    from divrl.run_lock import record_run_kind, run_kind
     from divrl.trainers.checkpoint import TRAINER_STATE_FILE
 
     folder = Path(output_dir)
-    held = sorted(p.name for p in folder.glob("checkpoint-*")) + (
-        [TRAINER_STATE_FILE] if (folder / TRAINER_STATE_FILE).is_file() else [])
-    if held and not resume and not overwrite:
-        raise ValueError(f"output_dir {output_dir!r} already holds a run ({', '.join(held[:3])}): resume with "
-                         "--resume_from_checkpoint true, or pass --overwrite_output_dir true to train from scratch")
+    held = sorted(p.name for p in folder.glob("checkpoint-*")) + [  # a journal alone: killed before its first save
+        name for name in (TRAINER_STATE_FILE, JOURNAL_FILE)
+        if (folder / name).is_file() and (folder / name).stat().st_size]
+    if held and not overwrite:
+        holds = run_kind(output_dir)
+        if holds is not None and holds[0] != kind:
+            raise ValueError(f"output_dir {output_dir!r} holds a `divrl {holds[0]}` run ({holds[1]}), which "
+                             f"`divrl {kind}` must not resume or train over: choose another output_dir, or pass "
+                             "--overwrite_output_dir true to start from scratch in it")
+        if not resume:
+            raise ValueError(f"output_dir {output_dir!r} already holds a run ({', '.join(held[:3])}): resume with "
+                             "--resume_from_checkpoint true, or pass --overwrite_output_dir true to train from scratch")
+    record_run_kind(output_dir, kind)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -380,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def train_locked(script_args: TrainScriptArguments, training_args: Any, model_args: Any) -> int:
     """`main`'s training, once it holds output_dir's lock."""
+    from divrl.trainers.checkpoint import final_save_done, save_final
     from divrl.trainers.divrl_trainer import RunFinished
 
     resume = training_args.resume_from_checkpoint
@@ -391,16 +404,30 @@ def train_locked(script_args: TrainScriptArguments, training_args: Any, model_ar
     try:
         trainer.train(resume_from_checkpoint=resume or None)
     except RunFinished as finished:
-        print(f"divrl train: nothing to do: {finished}", flush=True)
-        return 0
-    trainer.save_model(training_args.output_dir)
-    trainer.save_state()  # trainer_state.json in the run dir: what `divrl plot` and `divrl fit-law` read
+        if final_save_done(training_args.output_dir):
+            print(f"divrl train: nothing to do: {finished}", flush=True)
+            return 0
+        print(f"divrl train: the run has finished but its final save is missing: writing it from "
+              f"{finished.checkpoint}", flush=True)
+        load_finished_checkpoint(trainer, finished.checkpoint)
+    # the model and trainer_state.json in the run dir (what `divrl plot` and `divrl fit-law` read), all or nothing
+    save_final(trainer, training_args.output_dir)
     # Ranks other than 0 reach the end right after training's last collective; tearing down then can deadlock
     # (torch's gloo worker still frees that collective's tensors, needing the GIL the process-group destructor
     # holds: seen as a rank hanging at exit under cpu_2proc). Waiting here for rank 0's saving lets it finish.
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.end_training()  # closes trackers and the process group, so no rank aborts at exit
     return 0
+
+
+def load_finished_checkpoint(trainer: Any, checkpoint: str) -> None:
+    """Give `trainer` the weights and trainer state of a finished run's last checkpoint, for its final save."""
+    from transformers import TrainerState
+
+    from divrl.trainers.checkpoint import TRAINER_STATE_FILE
+
+    trainer._load_from_checkpoint(checkpoint)
+    trainer.state = TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_FILE))
 
 
 def register_recipe_command(subparsers: argparse._SubParsersAction, name: str, run: Callable[[list[str]], int],
@@ -484,9 +511,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 if __name__ == "__main__":
     from divrl.quiet import quiet_console
+    from divrl.run_lock import exit_with_error
 
     quiet_console()
     try:
         sys.exit(main())
-    except ValueError as error:  # bad input: one line naming the problem, as `divrl train` prints it
-        sys.exit(f"divrl.train: error: {error}")
+    except (ValueError, OSError) as error:  # bad input: one line naming the problem, as `divrl train` prints it
+        exit_with_error(f"divrl.train: error: {error}")

@@ -154,6 +154,7 @@ class CachedScorer:
         self._journal_path: Path | None = None
         self._journaled: list[OracleCall] = []  # the journal's calls when it was attached
         self._prepaid: dict[str, float] = {}  # journaled calls beyond the history, in journal order
+        self._journal_started = False  # the journal holds only the history it was started with
         self._shared = False
 
     # ------------------------------------------------------------------ scoring
@@ -200,6 +201,7 @@ class CachedScorer:
         if journal and self._journal is not None:
             self._journal.write(_journal_line(len(self.history), call))
             self._journal.flush()
+            self._journal_started = False
 
     def _adopt_prepaid(self) -> None:
         """Move every remaining prepaid call into the history (the resumed run diverged from the killed one)."""
@@ -288,23 +290,37 @@ class CachedScorer:
         the history's calls with their scores belongs to another run and is refused (ValueError naming it)."""
         self.close_journal()
         path = Path(path)
-        if fresh or not path.exists():
-            write_history(path, self.history)
-        self._journaled = read_history(path)
         self._journal_path = path
-        self._journal = path.open("a", encoding="utf-8")
-        self._sync_journal()
+        if fresh or not path.exists():
+            self._start_journal()
+        else:
+            self._journaled = read_history(path)
+            self._journal = path.open("a", encoding="utf-8")
+            self._sync_journal()
+
+    def _start_journal(self) -> None:
+        """(Re)write the journal with the current history and journal from there; until a real call is made, a
+        restored history (`load_state_dict`, e.g. from a checkpoint in another folder) rewrites it again."""
+        if self._journal is not None:
+            self._journal.close()
+        write_history(self._journal_path, self.history)
+        self._journaled, self._prepaid, self._journal_started = list(self.history), {}, True
+        self._journal = self._journal_path.open("a", encoding="utf-8")
 
     def close_journal(self) -> None:
         """Stop journaling (the file stays)."""
         if self._journal is not None:
             self._journal.close()
         self._journal, self._journal_path, self._journaled, self._prepaid = None, None, [], {}
+        self._journal_started = False
 
     def _sync_journal(self) -> None:
         """Prepay the journal's calls that the history lacks, in journal order; refuse a journal without every call
         of the history, or with another score for one."""
         if self._journal is None:
+            return
+        if self._journal_started:
+            self._start_journal()
             return
         journaled = {call.smiles: call.score for call in self._journaled}
         for index, call in enumerate(self.history, 1):

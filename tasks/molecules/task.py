@@ -20,6 +20,7 @@ from typing import Any
 from rdkit import Chem
 from rdkit.Chem import Crippen, Descriptors
 
+from divrl.task import JOURNAL_FILE
 from divrl.tasks.molecules.chem import answer_smiles, parse_smiles, quiet_rdkit
 from divrl.tasks.molecules.data import CLM_PROMPT
 from divrl.tasks.molecules.diversity_filter import DiversityFilter
@@ -136,7 +137,7 @@ class MoleculeTask:
 
     name = "molecules"
     behavior_dims = 2
-    journal_file = "oracle_calls.jsonl"  # every real oracle call of a training run, in its output_dir
+    journal_file = JOURNAL_FILE  # every real oracle call of a training run, in its output_dir
 
     def __init__(
         self,

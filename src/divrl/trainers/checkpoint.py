@@ -88,7 +88,11 @@ def file_sha256(path: str) -> str:
 
 
 def write_manifest(checkpoint: str) -> None:
-    """Record every file's size and sha256 in `checkpoint`, atomically; call it when the checkpoint is complete."""
+    """Record every file's size and sha256 in `checkpoint`, atomically; call it when the checkpoint is complete. A
+    write that fails is one CheckpointSaveError line (the checkpoint stays: without a manifest it is still checked
+    and resumed from)."""
+    import shutil
+
     files = {name: {"size": size, "sha256": file_sha256(os.path.join(checkpoint, name))}
              for name, size in _files(checkpoint).items()}
     temporary = os.path.join(checkpoint, f"{MANIFEST_FILE}.tmp")
@@ -98,6 +102,12 @@ def write_manifest(checkpoint: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, os.path.join(checkpoint, MANIFEST_FILE))
+    except OSError as error:
+        free = shutil.disk_usage(checkpoint).free
+        raise CheckpointSaveError(
+            f"writing {MANIFEST_FILE} into {checkpoint} failed: {_write_failure_cause(error, free, 1 << 16)} "
+            f"({free / 2**20:.1f} MiB free); the checkpoint itself was saved and a resume checks its files without "
+            "the manifest: free space, then resume with --resume_from_checkpoint true") from error
     finally:
         if os.path.exists(temporary):  # a full disk: leave no stray file behind
             os.remove(temporary)
@@ -191,7 +201,21 @@ def damaged_weight_files(folder: str) -> list[str]:
     return [f"{name} {why}" for name in names if (why := _unreadable(os.path.join(folder, name)))]
 
 
-def incomplete_reason(checkpoint: str, required_files: Sequence[str] = ()) -> str | None:
+# The model files a Trainer checkpoint holds (a PEFT adapter or full weights, one file or sharded): one must be there.
+WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "model.safetensors.index.json",
+                "pytorch_model.bin", "pytorch_model.bin.index.json")
+OPTIMIZER_FILE = "optimizer.pt"  # transformers' OPTIMIZER_NAME
+
+
+def _missing(checkpoint: str, required: str | Sequence[str]) -> str | None:
+    """The required file (or 'one of A, B' for a tuple of alternatives) that `checkpoint` lacks, or None."""
+    names = (required,) if isinstance(required, str) else tuple(required)
+    if any(os.path.isfile(os.path.join(checkpoint, name)) for name in names):
+        return None
+    return names[0] if len(names) == 1 else f"model weights ({' or '.join(names[:3])}, ...)"
+
+
+def incomplete_reason(checkpoint: str, required_files: Sequence[str | Sequence[str]] = ()) -> str | None:
     """Why `checkpoint` cannot be resumed from (its save was interrupted or a file was cut short since), or None
     when it is complete."""
     state = os.path.join(checkpoint, TRAINER_STATE_FILE)
@@ -202,7 +226,7 @@ def incomplete_reason(checkpoint: str, required_files: Sequence[str] = ()) -> st
             json.load(handle)
     except (OSError, ValueError):
         return f"unreadable {TRAINER_STATE_FILE}"
-    missing = [name for name in required_files if not os.path.isfile(os.path.join(checkpoint, name))]
+    missing = [name for required in required_files if (name := _missing(checkpoint, required))]
     if missing:
         return f"no {', '.join(missing)}"
     sizes = _files(checkpoint)
@@ -238,7 +262,8 @@ def checkpoint_folders(output_dir: str) -> list[str]:
     return [os.path.join(output_dir, name) for _, name in steps]
 
 
-def scan_checkpoints(output_dir: str, required_files: Sequence[str] = ()) -> tuple[str | None, list[tuple[str, str]]]:
+def scan_checkpoints(output_dir: str, required_files: Sequence[str | Sequence[str]] = ()
+                     ) -> tuple[str | None, list[tuple[str, str]]]:
     """The highest-step complete `checkpoint-N` in `output_dir` (None if there is none) and (folder, reason) for each
     newer one that is not, each also warned about in one line naming it."""
     skipped = []
@@ -252,7 +277,7 @@ def scan_checkpoints(output_dir: str, required_files: Sequence[str] = ()) -> tup
     return None, skipped
 
 
-def last_complete_checkpoint(output_dir: str, required_files: Sequence[str] = ()) -> str | None:
+def last_complete_checkpoint(output_dir: str, required_files: Sequence[str | Sequence[str]] = ()) -> str | None:
     """The highest-step complete `checkpoint-N` in `output_dir` (None if there is none); every newer incomplete
     one is skipped with a one-line warning naming it."""
     return scan_checkpoints(output_dir, required_files)[0]
@@ -269,8 +294,10 @@ class CheckpointSaveError(OSError):
     which earlier checkpoint a resume will use."""
 
 
-# What torch's zip writer (its errno lost) and safetensors' Rust writer say when a write fails.
-_WRITE_FAILURES = ("inline_container", "PytorchStreamWriter", "IoError", "No space left", "File too large")
+# What torch's zip writer (its errno lost) and the Rust writers of safetensors and tokenizers (their own exception
+# types, the OS error in the message) say when a write fails.
+_WRITE_FAILURES = ("inline_container", "PytorchStreamWriter", "IoError", "I/O error", "(os error", "No space left",
+                   "File too large")
 
 
 def is_write_failure(error: BaseException) -> bool:
@@ -282,22 +309,74 @@ def _folder_bytes(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(top, name)) for top, _, names in os.walk(folder) for name in names)
 
 
-def save_failure(checkpoint: str, error: BaseException, required_files: Sequence[str] = ()) -> CheckpointSaveError:
+def _write_failure_cause(error: BaseException, free: int, needed: int) -> str:
+    """'the disk is full', or what the failed write said, in one line."""
+    import errno
+
+    full = getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or free < needed or "os error 28" in str(error)
+    return "the disk is full" if full else f"a write failed ({' '.join(str(error).split())[:200]})"
+
+
+def save_failure(checkpoint: str, error: BaseException,
+                 required_files: Sequence[str | Sequence[str]] = ()) -> CheckpointSaveError:
     """The one-line error for a save of `checkpoint` that a write failure cut short, after removing the partial
     folder (so that no resume picks it) and checking which earlier checkpoint is intact."""
-    import errno
     import shutil
 
     output_dir = os.path.dirname(checkpoint)
-    free = shutil.disk_usage(output_dir).free
     written = _folder_bytes(checkpoint) if os.path.isdir(checkpoint) else 0
     shutil.rmtree(checkpoint, ignore_errors=True)
+    free = shutil.disk_usage(output_dir).free
     previous = last_complete_checkpoint(output_dir, required_files)
     needed = max(written, _folder_bytes(previous) if previous else 0)
-    full = getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or free < needed
-    cause = "the disk is full" if full else f"a write failed ({' '.join(str(error).split())[:200]})"
     kept = (f"{os.path.basename(previous)} is intact: free space, then resume with --resume_from_checkpoint true"
             if previous else "no earlier checkpoint exists")
     return CheckpointSaveError(
-        f"saving {checkpoint} failed: {cause} ({free / 2**20:.1f} MiB free in {output_dir!r}, a checkpoint of this "
-        f"run takes about {needed / 2**20:.1f} MiB); the partial {os.path.basename(checkpoint)} was removed and {kept}")
+        f"saving {checkpoint} failed: {_write_failure_cause(error, free, needed)} ({free / 2**20:.1f} MiB free in "
+        f"{output_dir!r}, a checkpoint of this run takes about {needed / 2**20:.1f} MiB); the partial "
+        f"{os.path.basename(checkpoint)} was removed and {kept}")
+
+
+FINAL_STAGING = ".final-save"  # the final model is written here, then moved into output_dir file by file
+
+
+def final_save_done(output_dir: str) -> bool:
+    """Whether `output_dir` holds a finished run's final save: its trainer_state.json, moved in last."""
+    return os.path.isfile(os.path.join(output_dir, TRAINER_STATE_FILE))
+
+
+def save_final(trainer: Any, output_dir: str) -> None:
+    """The run's final save (the model or adapter, tokenizer, model card, trainer_state.json) into `output_dir`,
+    written into a staging folder first and moved into place file by file, trainer_state.json last, so that a failed
+    save leaves no partial file behind; a write failure becomes one CheckpointSaveError line saying which
+    checkpoint holds the weights and that a resume writes the final save."""
+    import shutil
+
+    staging = os.path.join(output_dir, FINAL_STAGING)
+    if trainer.args.should_save:
+        shutil.rmtree(staging, ignore_errors=True)
+    try:
+        trainer.save_model(staging)
+        if trainer.args.should_save:
+            trainer.state.save_to_json(os.path.join(staging, TRAINER_STATE_FILE))
+            names = sorted(os.listdir(staging), key=lambda name: name == TRAINER_STATE_FILE)
+            for name in names:
+                target = os.path.join(output_dir, name)
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target)
+                os.replace(os.path.join(staging, name), target)
+    except Exception as error:
+        if not is_write_failure(error):
+            raise
+        written = _folder_bytes(staging) if os.path.isdir(staging) else 0
+        shutil.rmtree(staging, ignore_errors=True)
+        free = shutil.disk_usage(output_dir).free
+        last = last_complete_checkpoint(output_dir)
+        held = (f"{os.path.basename(last)} holds the trained weights: free space, then run again with "
+                "--resume_from_checkpoint true to write the final save" if last else "no checkpoint holds the weights")
+        raise CheckpointSaveError(
+            f"saving the final model into {output_dir!r} failed: {_write_failure_cause(error, free, written)} "
+            f"({free / 2**20:.1f} MiB free); nothing of it was left behind and {held}") from error
+    finally:
+        if trainer.args.should_save:
+            shutil.rmtree(staging, ignore_errors=True)

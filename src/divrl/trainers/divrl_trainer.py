@@ -75,8 +75,10 @@ from divrl.quiet import upstream_deprecations_silenced
 from divrl.task import completion_text, prompt_key
 from divrl.trainers.checkpoint import (
     LEGACY_STATE_FILES,
+    OPTIMIZER_FILE,
     STATE_FILE,
     TRAINER_STATE_FILE,
+    WEIGHT_FILES,
     BackgroundManifest,
     atomic_save,
     checkpoint_dir,
@@ -778,10 +780,10 @@ class DivRLTrainer(GRPOTrainer):
             if folder is not None:
                 atomic_save(self.checkpoint_state(task_states), os.path.join(folder, STATE_FILE))
             super()._save_checkpoint(model, trial)  # rotation comes last: a failure before it keeps the older ones
-        except (OSError, RuntimeError, ValueError) as error:
+        except Exception as error:  # safetensors and tokenizers raise their own types for a failed write
             if folder is None or not is_write_failure(error):
                 raise
-            raise save_failure(folder, error, self.method_state_files()) from error
+            raise save_failure(folder, error, self.required_checkpoint_files()) from error
         self.accelerator.wait_for_everyone()  # every rank's files (its RNG state) are written before they are listed
         if folder is not None:  # last: a checkpoint whose files later differ from it is not resumed from
             self._manifest.start(lambda: write_manifest(folder))
@@ -803,9 +805,16 @@ class DivRLTrainer(GRPOTrainer):
         (`keeps_method_state`), a population or FlowRL's log Z head."""
         return self.keeps_method_state() or self.population is not None or self.objective is not None
 
-    def method_state_files(self) -> list[str]:
-        """The divrl files a checkpoint of this run must hold to be resumed from."""
-        return [STATE_FILE] if self.needs_state_file() else []
+    def required_checkpoint_files(self) -> list[str | tuple[str, ...]]:
+        """The files a checkpoint of this run must hold to be resumed from (a tuple: one of them): divrl's state file
+        when the run keeps state, the model's weights and the optimizer where transformers writes them as files
+        (not under FSDP's sharded state dicts or DeepSpeed, nor with save_only_model)."""
+        required: list[str | tuple[str, ...]] = [STATE_FILE] if self.needs_state_file() else []
+        if not (saves_no_weights(self) or self.is_deepspeed_enabled or self.is_fsdp_enabled):
+            required.append(WEIGHT_FILES)
+            if not self.args.save_only_model:
+                required.append(OPTIMIZER_FILE)
+        return required
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):  # noqa: D102
         resuming = resume_from_checkpoint not in (None, False)
@@ -831,7 +840,7 @@ class DivRLTrainer(GRPOTrainer):
             return None
         output_dir = self.args.output_dir
         if resume_from_checkpoint is True:
-            checkpoint, skipped = scan_checkpoints(output_dir, self.method_state_files())
+            checkpoint, skipped = scan_checkpoints(output_dir, self.required_checkpoint_files())
             if checkpoint is None:
                 journal = self._task_journal()
                 if not skipped and journal is not None:
@@ -862,7 +871,7 @@ class DivRLTrainer(GRPOTrainer):
         end = self.args.max_steps if self.args.max_steps > 0 else saved.get("max_steps", 0)
         if end and saved.get("global_step", 0) >= end:
             raise RunFinished(f"{checkpoint} is at step {saved['global_step']} of max_steps {end}: the run has "
-                              "finished, nothing to train (raise max_steps to train further)")
+                              "finished, nothing to train (raise max_steps to train further)", checkpoint)
         return checkpoint
 
     def _task_journal(self) -> str | None:
@@ -946,7 +955,11 @@ class DivRLTrainer(GRPOTrainer):
 
 
 class RunFinished(ValueError):
-    """Resuming would train past the run's end: its checkpoint is already at max_steps."""
+    """Resuming would train past the run's end: its checkpoint (`checkpoint`) is already at max_steps."""
+
+    def __init__(self, message: str, checkpoint: str) -> None:
+        super().__init__(message)
+        self.checkpoint = checkpoint
 
 
 def quantized_base(model: Any, model_init_kwargs: dict | None, quantization_config: Any) -> str | None:
