@@ -38,3 +38,26 @@ def tiny_gemma3(tiny_model_dirs: dict[str, Path]) -> Path:
 def tiny_model(request: pytest.FixtureRequest, tiny_model_dirs: dict[str, Path]) -> Path:
     """Each tiny checkpoint in turn (parametrised over architectures)."""
     return tiny_model_dirs[request.param]
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path):
+    """A tmpfs mounted at tmp_path/disk, resizable with `mount -o remount,size=...` (test_run_hazards._resize): a
+    real small filesystem to fill up; skipped where mounting is not allowed (not root, or in a container without
+    CAP_SYS_ADMIN), where test_run_hazards' RLIMIT_FSIZE test still covers a failing save."""
+    import shutil
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command: the RLIMIT_FSIZE write-failure test covers a failing save")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}): the RLIMIT_FSIZE write-failure test "
+                    "covers a failing save")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -227,26 +226,8 @@ def test_a_write_failing_at_a_chosen_byte_during_a_save_is_one_line_and_resumabl
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path: Path):
-    """A tmpfs mounted at tmp_path/disk, resizable with `mount -o remount,size=...`; skipped where mounting is
-    not allowed (not root, or in a container without CAP_SYS_ADMIN)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command: the write-failure test above covers a failing save")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True,
-                             text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}): the write-failure test above covers "
-                    "a failing save")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
 def _resize(disk: Path, size: int) -> None:
+    """Resize the `small_tmpfs` (conftest) mounted at `disk` to `size` bytes."""
     subprocess.run(["mount", "-o", f"remount,size={size}", str(disk)], check=True)
 
 
@@ -265,3 +246,56 @@ def test_a_disk_that_fills_up_during_a_save_is_one_line_and_resumable(
     assert _train(tiny_qwen3, out, "--max_steps", "2", "--resume_from_checkpoint", "true") == 0
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
     assert os.path.isfile(out / "checkpoint-2" / MANIFEST_FILE)
+
+
+# ------------------------------------------------------------------------ issue 57: no weights or optimizer
+@pytest.mark.slow
+@pytest.mark.parametrize(("removed", "reason"), [("adapter_model.safetensors", "no model weights (adapter_model"),
+                                                 ("optimizer.pt", "no optimizer.pt")],
+                         ids=["adapter", "optimizer"])
+def test_a_newest_checkpoint_missing_its_weights_or_optimizer_resumes_from_the_one_before(
+        tiny_qwen3: Path, tmp_path: Path, removed: str, reason: str, caplog: pytest.LogCaptureFixture) -> None:
+    out = tmp_path / "run"
+    assert _train(tiny_qwen3, out, "--max_steps", "2") == 0
+    newest = out / "checkpoint-2"
+    (newest / MANIFEST_FILE).unlink()  # a kill between the save and the manifest, or an older run
+    (newest / removed).unlink()
+    before = out / "checkpoint-1"
+    kept = {name: (before / name).stat().st_mtime_ns for name in _tree(before)}
+    with caplog.at_level(logging.WARNING, logger="divrl.trainers.checkpoint"):
+        assert _train(tiny_qwen3, out, "--max_steps", "3", "--resume_from_checkpoint", "true") == 0
+    (warning,) = [r.getMessage() for r in caplog.records if "skipping incomplete checkpoint" in r.getMessage()]
+    assert "checkpoint-2" in warning and reason in warning, warning
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 3
+    # resumed from checkpoint-1: it is untouched (a run from scratch would have rewritten it), and step 2 was
+    # trained and saved again (a resume from checkpoint-2 would have left it without the file and the manifest)
+    assert {name: (before / name).stat().st_mtime_ns for name in _tree(before)} == kept
+    assert (newest / removed).is_file() and (newest / MANIFEST_FILE).is_file()
+    assert json.loads((newest / "trainer_state.json").read_text())["global_step"] == 2
+    assert incomplete_reason(str(newest)) is None
+
+
+def test_a_checkpoint_without_a_manifest_needs_its_weights_and_the_required_optimizer(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    from divrl.trainers.checkpoint import OPTIMIZER_FILE, WEIGHT_FILES
+
+    folder = tmp_path / "checkpoint-2"
+    folder.mkdir()
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 2, "max_steps": 10}))
+    required = [WEIGHT_FILES, OPTIMIZER_FILE]
+    assert incomplete_reason(str(folder)) is None  # nothing required: what every resume checked before issue 57
+    torch.save({"state": torch.arange(8)}, folder / OPTIMIZER_FILE)
+    missing_weights = incomplete_reason(str(folder), required)
+    assert missing_weights is not None and "model weights" in missing_weights and "optimizer" not in missing_weights
+    (folder / OPTIMIZER_FILE).unlink()
+    save_file({"w": torch.arange(8, dtype=torch.float32)}, str(folder / "adapter_model.safetensors"))
+    missing_optimizer = incomplete_reason(str(folder), required)
+    assert missing_optimizer is not None and OPTIMIZER_FILE in missing_optimizer
+    assert "model weights" not in missing_optimizer
+    assert incomplete_reason(str(folder), [WEIGHT_FILES]) is None  # save_only_model: no optimizer required
+    torch.save({"state": torch.arange(8)}, folder / OPTIMIZER_FILE)
+    assert incomplete_reason(str(folder), required) is None
+    (folder / "adapter_model.safetensors").unlink()  # any one of the weight files will do
+    save_file({"w": torch.arange(8, dtype=torch.float32)}, str(folder / "model.safetensors"))
+    assert incomplete_reason(str(folder), required) is None

@@ -114,10 +114,18 @@ def record_run_kind(output_dir: str, kind: str) -> None:
     """Write `kind` ('train' or 'sft') into output_dir's RUN_RECORD, atomically (each process through a temporary
     file of its own, so the ranks of a launch may all write it)."""
     path = Path(output_dir) / RUN_RECORD
+    text = json.dumps({"kind": kind}) + "\n"
+    if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+        return  # already says so: nothing to write (a resume on a nearly full disk needs no room for it)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{RUN_RECORD}.{os.getpid()}.partial")
-    partial.write_text(json.dumps({"kind": kind}) + "\n")
-    os.replace(partial, path)
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise OSError(f"cannot write {path} ({error.strerror or error}): free space or choose another "
+                      "output_dir") from None
 
 
 def exit_with_error(line: str) -> NoReturn:

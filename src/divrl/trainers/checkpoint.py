@@ -294,10 +294,11 @@ class CheckpointSaveError(OSError):
     which earlier checkpoint a resume will use."""
 
 
-# What torch's zip writer (its errno lost) and the Rust writers of safetensors and tokenizers (their own exception
-# types, the OS error in the message) say when a write fails.
-_WRITE_FAILURES = ("inline_container", "PytorchStreamWriter", "IoError", "I/O error", "(os error", "No space left",
-                   "File too large")
+# What torch's writers (the zip writer, or its C++ stream when saving into a Python file: the errno lost) and the
+# Rust writers of safetensors and tokenizers (their own exception types, the OS error in the message) say when a
+# write fails.
+_WRITE_FAILURES = ("inline_container", "PytorchStreamWriter", "iostream error", "IoError", "I/O error", "(os error",
+                   "No space left", "File too large")
 
 
 def is_write_failure(error: BaseException) -> bool:
@@ -324,9 +325,9 @@ def save_failure(checkpoint: str, error: BaseException,
     import shutil
 
     output_dir = os.path.dirname(checkpoint)
+    free = shutil.disk_usage(output_dir).free  # before the partial folder goes: what the save ran out of
     written = _folder_bytes(checkpoint) if os.path.isdir(checkpoint) else 0
     shutil.rmtree(checkpoint, ignore_errors=True)
-    free = shutil.disk_usage(output_dir).free
     previous = last_complete_checkpoint(output_dir, required_files)
     needed = max(written, _folder_bytes(previous) if previous else 0)
     kept = (f"{os.path.basename(previous)} is intact: free space, then resume with --resume_from_checkpoint true"
@@ -368,9 +369,9 @@ def save_final(trainer: Any, output_dir: str) -> None:
     except Exception as error:
         if not is_write_failure(error):
             raise
+        free = shutil.disk_usage(output_dir).free
         written = _folder_bytes(staging) if os.path.isdir(staging) else 0
         shutil.rmtree(staging, ignore_errors=True)
-        free = shutil.disk_usage(output_dir).free
         last = last_complete_checkpoint(output_dir)
         held = (f"{os.path.basename(last)} holds the trained weights: free space, then run again with "
                 "--resume_from_checkpoint true to write the final save" if last else "no checkpoint holds the weights")
