@@ -171,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Like `divrl train`, the run holds output_dir's lock throughout and refuses a folder holding a run unless resuming
     a warm start or overwriting (`divrl.train.check_output_dir`), so it never trains over an RL run's checkpoints."""
     from divrl.run_lock import training_run_lock
+    from divrl.trainers.checkpoint import save_final
 
     argv = list(sys.argv[1:] if argv is None else argv)
     script, sft_args, model_args = parse_recipe(argv)
@@ -183,8 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         trainer = build_trainer(script, sft_args, model_args)
         with labelled_positions_only():
             trainer.train(resume_from_checkpoint=resume or None)
-        trainer.save_model(sft_args.output_dir)
-        trainer.save_state()
+        save_final(trainer, sft_args.output_dir)  # all or nothing: a full disk is one line, nothing partial
         if script.merge and trainer.accelerator.is_main_process:
             out = save_merged(trainer, Path(sft_args.output_dir) / MERGED_SUBDIR)
             print(f"divrl sft: merged model written to {out}; train RL from it with --model_name_or_path {out}")

@@ -199,8 +199,13 @@ class CachedScorer:
         self.cache[call.smiles] = call.score
         self.history.append(call)
         if journal and self._journal is not None:
-            self._journal.write(_journal_line(len(self.history), call))
-            self._journal.flush()
+            try:
+                self._journal.write(_journal_line(len(self.history), call))
+                self._journal.flush()
+            except OSError as error:
+                raise OSError(f"cannot append oracle call {len(self.history)} to the journal {self._journal_path} "
+                              f"({error.strerror or error}): the calls before it are in it; free space, then resume "
+                              "with --resume_from_checkpoint true") from None
             self._journal_started = False
 
     def _adopt_prepaid(self) -> None:
