@@ -40,7 +40,7 @@ def _unit(state: Path, arm: str, seed: int, hits: int, calls: int = 10) -> None:
     history = [(s, 0.9 if i < hits else 0.1) for i, s in enumerate(MOLECULES[:calls])]
     write_history(folder / "history.jsonl", history)
     measures = v4.budget_measures(history, 10, 0.8)
-    fresh = {"validity": 0.5, "mean_mpo_valid": 0.7, "uniqueness": 1.0, "circles_above_tau": 1}
+    fresh = {"samples": 8, "validity": 0.5, "mean_mpo_valid": 0.7, "uniqueness": 1.0, "circles_above_tau": 1}
     (folder / "metrics.json").write_text(json.dumps({"arm": arm, "seed": seed, "B": 10, "tau": 0.8, **measures,
                                                       "stopped_short": calls < 10, "fresh": fresh}))
     if arm != "sample":
@@ -89,6 +89,43 @@ def test_a_yield_below_grpo_is_a_miss(state: Path, tmp_path: Path) -> None:
         _unit(state, "grpo", seed, grpo)
         _unit(state, "ips", seed, ips)
     assert report.write_report(state, tmp_path / "results")["verdicts"]["ips"]["reached"] is False
+
+
+def test_oracle_burden_has_no_interval_when_a_seed_never_reached_100() -> None:
+    """The protocol: "not reached: reported as > B, and the interval is then not computed"; the interval over the
+    seeds that did reach is kept apart, as the deviation v4's first report made."""
+    full = report.burden_interval([100, 200])
+    assert (full["mean"], full["not_reached"]) == (150, 0)
+    short = report.burden_interval([100, None, 200])
+    assert (short["n"], short["not_reached"], short["reached_seeds_only"]["mean"]) == (0, 1, 150)
+    assert report._burden(short, 3).startswith("> B on 1 of 3 seeds: no interval (protocol); deviation")
+
+
+def test_circles_in_call_order_is_the_protocols_count_in_another_order() -> None:
+    from divrl.tasks.molecules.metrics import circles
+
+    assert report.circles_in_order(sorted(MOLECULES)) == circles(MOLECULES)
+    assert report.circles_in_order(MOLECULES + MOLECULES[:3]) == report.circles_in_order(MOLECULES)  # repeats once
+
+
+def test_corrections_read_the_committed_histories(state: Path, tmp_path: Path) -> None:
+    for seed, (sample, grpo) in enumerate([(9, 3), (8, 2), (9, 4)]):
+        _unit(state, "sample", seed, sample)
+        _unit(state, "grpo", seed, grpo, calls=10 if seed else 7)
+    fix = report.write_report(state, tmp_path / "results")["corrections"]
+    assert (fix["stopped_short"], fix["runs"], fix["history_commits"]) == (1, 6, None)  # not a git checkout
+    for arm, seeds in fix["units"].items():
+        for seed, unit in seeds.items():
+            metrics = json.loads((state / "units" / f"{arm}-seed{seed}" / "metrics.json").read_text())
+            assert unit["reproduces_metrics"] and unit["novel_yield"] + unit["sft_copies"] == metrics["yield"]
+            assert 1 <= unit["murcko_scaffolds"] <= metrics["yield"]
+    (row,) = fix["equal_calls"]  # grpo seed 0 made 7 calls: every run is read over its first 7
+    assert (row["arm"], row["reference"], row["C"], row["yield"]["n"]) == ("grpo", "sample", 7, 3)
+    assert row["yield"]["mean"] == pytest.approx(((3 - 7) + (2 - 7) + (4 - 7)) / 3)
+    assert fix["sft_data"]["nci_or_wehi"] + fix["sft_data"]["only_chembl"] == fix["sft_data"]["size"]
+    text = (tmp_path / "results" / "molecules_v4.md").read_text()
+    assert "### Corrections (issue 58" in text and "| grpo - sample | 7 | -4 [" in text
+    assert "> B on 3 of 3 seeds: no interval (protocol) |" in text
 
 
 @pytest.mark.slow
