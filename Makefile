@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench bench-clm pretrain-clm bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 bench-evidence-v3-maxent bench-evidence-v4 bench-demo-seeds \
+.PHONY: install test demo bench bench-clm pretrain-clm bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 bench-evidence-v3-maxent bench-evidence-v4 bench-evidence-v5 bench-demo-seeds \
 	bench-countdown report lint
 
 $(VENV)/.installed: pyproject.toml
@@ -89,6 +89,9 @@ bench-evidence-v3-maxent:
 # benchmarks/evidence/molecules_v4/); then `.venv/bin/python benchmarks/molecules_v4.py report` on main.
 bench-evidence-v4:
 	bash benchmarks/v4_campaign.sh
+
+bench-evidence-v5:
+	bash benchmarks/v5_campaign.sh
 
 report: $(VENV)/.installed
 	$(PY) benchmarks/report.py
