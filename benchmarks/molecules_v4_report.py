@@ -126,6 +126,20 @@ def law_fits(state: Path, units: dict[str, dict[int, dict[str, Any]]]) -> dict[s
             "mean_per_arm_r2": float(np.mean(pooled_r2)) if pooled_r2 else None}
 
 
+def plot_seed_curves(ax: Any, curves: list[tuple[list[int], int]], color: str, label: str) -> None:
+    """Each seed's Yield curve (with its budget) thin, dotted from where a run stopped short to its budget, and their
+    mean bold, labelled `label` with the number of seeds."""
+    held = []
+    for curve, budget in curves:
+        ax.plot(range(1, len(curve) + 1), curve, color=color, linewidth=0.6, alpha=0.5)
+        if len(curve) < budget:
+            ax.plot([len(curve), budget], [curve[-1]] * 2, color=color, linewidth=0.6, alpha=0.5, ls=":")
+            curve = curve + [curve[-1]] * (budget - len(curve))
+        held.append(curve)
+    ax.plot(range(1, len(held[0]) + 1), np.mean(held, axis=0), color=color, linewidth=2,
+            label=f"{label} ({len(held)} seed{'s' if len(held) > 1 else ''})")
+
+
 def figure(state: Path, units: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:
     """Yield@tau against oracle calls per arm, one thin line per seed and the mean over seeds bold. A run that stopped
     short of B keeps the hits it had when it stopped (the protocol's reading), drawn dotted from there to B, so each
@@ -138,16 +152,9 @@ def figure(state: Path, units: dict[str, dict[int, dict[str, Any]]], path: Path)
     fig, ax = plt.subplots(figsize=(8, 5))
     for index, arm in enumerate(a for a in ARM_ORDER if a in units):
         color = f"C{index}"
-        curves = []
-        for seed, metrics in sorted(units[arm].items()):
-            curve = yield_curve(load_history(state, arm, seed)[: metrics["B"]], metrics["tau"])
-            ax.plot(range(1, len(curve) + 1), curve, color=color, linewidth=0.6, alpha=0.5)
-            if len(curve) < metrics["B"]:
-                ax.plot([len(curve), metrics["B"]], [curve[-1]] * 2, color=color, linewidth=0.6, alpha=0.5, ls=":")
-                curve = curve + [curve[-1]] * (metrics["B"] - len(curve))
-            curves.append(curve)
-        ax.plot(range(1, len(curves[0]) + 1), np.mean(curves, axis=0), color=color, linewidth=2,
-                label=f"{arm} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+        curves = [(yield_curve(load_history(state, arm, seed)[: metrics["B"]], metrics["tau"]), metrics["B"])
+                  for seed, metrics in sorted(units[arm].items())]
+        plot_seed_curves(ax, curves, color, arm)
     ax.set(xlabel="oracle calls", ylabel="distinct molecules with MPO > tau (Yield)",
            title="Evidence v4: Yield against oracle calls (thin: seeds, dotted after a stop; bold: mean)")
     ax.legend()

@@ -576,10 +576,10 @@ def figure(state: Path, units: dict[str, dict[int, dict[str, Any]]], oracle: str
     """Yield@tau1 against oracle calls per arm on `oracle`, redrawn from the committed journals: a thin line per seed
     (dotted from a stop short to B, where its hits stay) and the mean over seeds bold."""
     import matplotlib
+    from molecules_v4_report import plot_seed_curves
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     from divrl.task import JOURNAL_FILE
     from divrl.tasks.molecules.metrics import yield_curve
@@ -589,17 +589,11 @@ def figure(state: Path, units: dict[str, dict[int, dict[str, Any]]], oracle: str
     colors = plt.get_cmap("tab20").colors
     for name, seeds in units.items():
         arm, curves = ARMS[name], []
-        color = colors[(arm.number - 1) * 2 % len(colors)]
         for seed, metrics in sorted(seeds.items()):
             calls = [(c.smiles, c.score) for c in read_history(unit_dir(state, (oracle, name, seed)) / JOURNAL_FILE)]
             curve = yield_curve(gate_hits(calls[: metrics["budget"]], metrics["tau1"]), metrics["tau1"]) or [0]
-            ax.plot(range(1, len(curve) + 1), curve, color=color, linewidth=0.5, alpha=0.5)
-            if len(curve) < metrics["budget"]:
-                ax.plot([len(curve), metrics["budget"]], [curve[-1]] * 2, color=color, linewidth=0.5, alpha=0.5, ls=":")
-                curve = curve + [curve[-1]] * (metrics["budget"] - len(curve))
-            curves.append(curve)
-        ax.plot(range(1, len(curves[0]) + 1), np.mean(curves, axis=0), color=color, linewidth=2,
-                label=f"{arm.number} {name} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+            curves.append((curve, metrics["budget"]))
+        plot_seed_curves(ax, curves, colors[(arm.number - 1) * 2 % len(colors)], f"{arm.number} {name}")
     ax.set(xlabel="oracle calls", ylabel="Yield@tau1 (distinct gated hits)",
            title=f"Evidence v5, {oracle}: Yield@tau1 against calls (thin: seeds, dotted after a stop; bold: mean)")
     ax.legend(fontsize=8)
