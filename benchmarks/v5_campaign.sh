@@ -19,7 +19,9 @@ work=${V5_WORK:-$main/../v5-work}
 logs=${V5_LOGS:-$work/logs}
 mkdir -p "$logs"
 cd "$worktree"
-export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
+# One thread a lane; torch's and MKL's AVX2 kernels on every processor, so that a unit rounds the same on a machine
+# with AVX-512 as on one without (decisions.md, 2026-12-01)
+export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2
 # MOSES train, canonicalised once (minutes) before the lanes start, so that they do not both write its cache
 "$venv/bin/python" -c 'import sys; sys.path.insert(0, "benchmarks"); import molecules_v5; molecules_v5.moses_train()'
 for lane in 0 1; do

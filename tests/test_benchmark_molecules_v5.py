@@ -4,6 +4,7 @@ made-up histories, the refusal of test-only flags, and the report on made-up uni
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -193,3 +194,13 @@ def test_the_tau_pilot_records_percentiles_rounded_up_and_oracle_time(tmp_path: 
     assert 0 < pilot["distinct_valid"] <= 64 and pilot["max_tokens"] == 100
     with pytest.raises(SystemExit, match="holds a test pilot"):
         v5.main(["pilot-tau", *state])
+
+
+def test_every_file_a_unit_keeps_escapes_the_ignore_rules() -> None:
+    """The protocol commits each unit's journal with it: v5's first units landed without theirs, ignored by git."""
+    repo = Path(__file__).resolve().parents[1]
+    folder = v5.unit_dir(repo / "benchmarks" / "evidence" / "molecules_v5", (ORACLES[0], "grpo-filter", 0))
+    for name in (JOURNAL_FILE, "trainer_state.json", "metrics.json", "first-run-metrics.json"):
+        path = (folder / name).relative_to(repo)
+        ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", str(path)], cwd=repo, check=False)
+        assert ignored.returncode == 1, f"{path} is ignored by git: a unit would land without it"
