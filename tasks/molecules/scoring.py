@@ -202,6 +202,7 @@ class CachedScorer:
             try:
                 self._journal.write(_journal_line(len(self.history), call))
                 self._journal.flush()
+                self._journaled.append(call)
             except OSError as error:
                 raise OSError(f"cannot append oracle call {len(self.history)} to the journal {self._journal_path} "
                               f"({error.strerror or error}): the calls before it are in it; free space, then resume "
