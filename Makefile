@@ -97,4 +97,4 @@ report: $(VENV)/.installed
 	$(PY) benchmarks/report.py
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tasks tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks

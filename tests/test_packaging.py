@@ -16,15 +16,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Where each importable folder of the checkout goes in the package (pyproject.toml's package-dir).
-SOURCES = {"divrl": ROOT / "src" / "divrl", "divrl.tasks": ROOT / "tasks"}
+PACKAGE = ROOT / "src" / "divrl"
 RECIPE = ROOT / "recipes" / "embedded-cpu" / "hypospace-boolean" / "ips.yaml"
 
 
 def _modules_of_the_checkout() -> set[str]:
-    """Every .py file of the package folders, as its path inside the wheel (divrl/tasks/... for tasks/)."""
-    return {"/".join([*package.split("."), *path.relative_to(folder).parts])
-            for package, folder in SOURCES.items() for path in folder.rglob("*.py") if "__pycache__" not in path.parts}
+    """Every .py file of src/divrl, as its path inside the wheel."""
+    return {path.relative_to(PACKAGE.parent).as_posix() for path in PACKAGE.rglob("*.py")
+            if "__pycache__" not in path.parts}
 
 
 def _run(command: list[str | Path], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -39,8 +38,7 @@ def test_the_wheel_installs_without_editable_mode_and_trains_a_dry_run(tmp_path:
     # checkout is shared. No build isolation, no index: the venv's setuptools, nothing downloaded.
     source = tmp_path / "source"
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    for folder in ("src", "tasks"):
-        shutil.copytree(ROOT / folder, source / folder, ignore=skip)
+    shutil.copytree(ROOT / "src", source / "src", ignore=skip)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index", source,
@@ -71,7 +69,7 @@ def test_the_wheel_installs_without_editable_mode_and_trains_a_dry_run(tmp_path:
              "'path': sys.path}))")
     seen = json.loads(_run([python, "-c", probe], cwd=elsewhere, env=env).splitlines()[-1])
     assert all(Path(f).is_relative_to(purelib) for f in seen["files"]), seen["files"]
-    checkout = {ROOT, *SOURCES.values(), ROOT / "src"}
+    checkout = {ROOT, PACKAGE, ROOT / "src"}
     assert not [p for p in seen["path"] if p and Path(p).resolve() in checkout], seen["path"]
 
     _run([venv / "bin" / "divrl", "train", RECIPE, "--dry_run", "true", "--output_dir", "out"], cwd=elsewhere, env=env)
