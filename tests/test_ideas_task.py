@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from divrl.tasks.toy.ideas import IdeasTask
+from divrl.tasks.ideas import IdeasTask
 
 
 @pytest.fixture(scope="module")

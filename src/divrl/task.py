@@ -103,7 +103,7 @@ TASKS: dict[str, str] = {
     "hypospace-voxel": "divrl.tasks.hypospace.voxel:VoxelTask",
     "hypospace-boolean": "divrl.tasks.hypospace.boolean:BooleanTask",
     "molecules": "divrl.tasks.molecules.task:MoleculeTask",
-    "ideas": "divrl.tasks.toy.ideas:IdeasTask",
+    "ideas": "divrl.tasks.ideas:IdeasTask",
     "dataset": "divrl.tasks.dataset:DatasetTask",
     "countdown": "divrl.tasks.countdown:CountdownTask",
 }
