@@ -6,19 +6,23 @@ TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
 .PHONY: install test demo bench bench-clm pretrain-clm bench-recovery bench-evidence bench-evidence-voxel bench-evidence-v3 bench-evidence-v3-maxent bench-evidence-v4 bench-evidence-v5 bench-demo-seeds \
-	bench-countdown report lint
+	bench-countdown report lint docs
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e ".[dev,embedded]"
+	$(PY) -m pip install -q -e ".[dev,embedded,docs]"
 	touch $@
 
 install: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a missing page fails.
+docs: $(VENV)/.installed
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 demo: $(VENV)/.installed
 	HF_HUB_OFFLINE=1 $(VENV)/bin/divrl demo --out demo_out

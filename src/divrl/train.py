@@ -392,8 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def train_locked(script_args: TrainScriptArguments, training_args: Any, model_args: Any) -> int:
     """`main`'s training, once it holds output_dir's lock."""
-    from divrl.trainers.checkpoint import final_save_done, save_final
-    from divrl.trainers.divrl_trainer import RunFinished
+    from divrl.trainers.checkpoint import RunFinished, final_save_done, save_final
 
     resume = training_args.resume_from_checkpoint
     if isinstance(resume, str) and resume.lower() in ("true", "false"):
