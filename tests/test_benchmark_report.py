@@ -37,3 +37,20 @@ def test_every_fragment_body_is_kept(tmp_path: Path) -> None:
 
 def test_no_fragments(tmp_path: Path) -> None:
     assert "No benchmark results yet." in report.assemble(tmp_path)
+
+
+def test_superseded_fragments_go_to_the_history_page_only(tmp_path: Path) -> None:
+    _write(tmp_path, "trainer_overhead", "Overhead")
+    _write(tmp_path, "trainer_overhead_issue30", "Overhead before and after")
+    _write(tmp_path, "trainer_overhead_issue30_idle1", "Overhead before and after")
+    current, history = report.assemble(tmp_path), report.assemble_history(tmp_path)
+    assert "body of trainer_overhead\n" in current and "issue30" not in current.split("\n## ", 1)[1]
+    assert "body of trainer_overhead_issue30\n" in history and "body of trainer_overhead_issue30_idle1" in history
+    assert "body of trainer_overhead\n" not in history
+    assert all(f"`{prefix}*`" in history for prefix in report.SUPERSEDED)  # each group says why it was replaced
+
+
+def test_committed_benchmarks_and_history_are_what_the_generator_writes() -> None:
+    """BENCHMARKS.md and the history page are regenerated, never hand-edited: both match the committed fragments."""
+    assert (report.REPOSITORY / "BENCHMARKS.md").read_text() == report.assemble()
+    assert (report.REPOSITORY / "docs" / "benchmarks-history.md").read_text() == report.assemble_history()
