@@ -1,10 +1,12 @@
 """One training process per output_dir: an OS-level advisory lock on `OUTPUT_DIR/.divrl.lock`, held for the run.
 
 `fcntl.flock` is released by the kernel when its holder exits, however it exits (a SIGKILL included), so a killed run
-never leaves the folder locked; the file stays, emptied when its holder ends normally, and holds the holder's pid
-while it runs, for the refusal's message. Under `accelerate launch` only the processes that write checkpoints
-(`should_save`: the main process, or each node's with save_on_each_node) take it, and every process learns whether
-they got it, so that all of them refuse together rather than some waiting forever for the others.
+never leaves the folder locked. The file holds the holder's pid while it runs, for the refusal's message, and the
+holder removes it when it ends normally (a killed run leaves it behind, empty of any lock, and the next run takes it).
+Removing it is safe because a process that locked the file checks that the path still names the file it locked; if
+the holder removed it meanwhile, it locks the path afresh. Under `accelerate launch` only the processes that write
+checkpoints (`should_save`: the main process, or each node's with save_on_each_node) take it, and every process learns
+whether they got it, so that all of them refuse together rather than some waiting forever for the others.
 
 A run folder also records which command's run it holds (`RUN_RECORD`: `divrl train`'s RL or `divrl sft`'s warm start,
 written once the run's checks pass, under the lock), so that neither command resumes or trains over the other's
@@ -52,20 +54,38 @@ def run_lock(output_dir: str) -> Iterator[None]:
         return
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, LOCK_FILE)
-    with open(path, "a+", encoding="utf-8") as handle:  # "a+": never truncates another holder's pid
+    while True:
+        handle = open(path, "a+", encoding="utf-8")  # "a+": never truncates another holder's pid
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunLocked(f"output_dir {output_dir!r} is in use by another training process ({_holder(handle)}, "
-                            f"which holds {path}): wait for it to end, or choose another output_dir") from None
-        try:
-            handle.truncate(0)
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
-            yield
-        finally:
-            handle.truncate(0)  # the pid is stale once we end: leave the file as we found it
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            holder = _holder(handle)
+            handle.close()
+            raise RunLocked(f"output_dir {output_dir!r} is in use by another training process ({holder}, which "
+                            f"holds {path}): wait for it to end, or choose another output_dir") from None
+        if _names_the_file(path, handle):
+            break
+        handle.close()  # its holder removed it as it ended, after we opened it: lock the path's new file
+    try:
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield
+    finally:
+        if _names_the_file(path, handle):  # still locked: one that opened it meanwhile sees it gone, locks anew
+            os.unlink(path)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        handle.close()
+
+
+def _names_the_file(path: str, handle: Any) -> bool:
+    """Whether `path` still names the file `handle` has open (not removed, nor replaced by another)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(handle.fileno())
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 @contextmanager
