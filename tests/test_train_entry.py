@@ -75,12 +75,17 @@ def test_dry_run_forces_cpu_settings_and_its_own_directory(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_gpu_recipe_dry_runs_on_the_cpu_without_touching_output_dir(tmp_path: Path) -> None:
+def test_gpu_recipe_dry_runs_on_the_cpu_without_touching_output_dir(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "checkpoint-7").mkdir()  # a real run's checkpoint: the dry run must leave it the latest
     assert cli_main(["train", str(GPU_RECIPE), "--dry_run", "true", "--output_dir", str(tmp_path),
                      "--gradient_accumulation_steps", "1", *SMALL]) == 0
     assert {p.name for p in tmp_path.iterdir()} == {"checkpoint-7", DRY_RUN_SUBDIR}
     assert (tmp_path / DRY_RUN_SUBDIR / "adapter_model.safetensors").is_file()
+    assert not (tmp_path / DRY_RUN_SUBDIR / ".divrl.lock").exists()  # the run lock leaves no file
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("ok: dry run passed") and lines[-1].endswith(f"written to {tmp_path / DRY_RUN_SUBDIR}")
+    assert sum("torch threads" in line for line in lines) <= 1  # said once (not at all when an earlier test chose)
 
 
 @pytest.mark.slow

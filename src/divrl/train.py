@@ -383,9 +383,11 @@ def check_output_dir(output_dir: str, resume: str | bool | None, overwrite: bool
 def main(argv: Sequence[str] | None = None) -> int:
     """Train from a recipe; resumes with --resume_from_checkpoint (a path, or true for the latest). The run holds
     output_dir's lock throughout (`divrl.run_lock`): a second process training into it refuses."""
+    from divrl.cpu_threads import use_free_cores
     from divrl.run_lock import training_run_lock
 
     script_args, training_args, model_args = parse_recipe(argv)
+    use_free_cores()
     with training_run_lock(training_args):
         return train_locked(script_args, training_args, model_args)
 
@@ -416,6 +418,9 @@ def train_locked(script_args: TrainScriptArguments, training_args: Any, model_ar
     # holds: seen as a rank hanging at exit under cpu_2proc). Waiting here for rank 0's saving lets it finish.
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.end_training()  # closes trackers and the process group, so no rank aborts at exit
+    if script_args.dry_run and trainer.accelerator.is_main_process:
+        print(f"ok: dry run passed (one step of the recipe's settings on a tiny model): written to "
+              f"{training_args.output_dir}", flush=True)
     return 0
 
 
