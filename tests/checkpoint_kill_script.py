@@ -77,7 +77,6 @@ def _install_kill(point: str, step: int) -> None:
         transformers.trainer.rotate_checkpoints = rotate_then_die
     elif point == "manifest":
         import divrl.trainers.checkpoint as checkpoint
-        import divrl.trainers.divrl_trainer as divrl_trainer
 
         write_manifest = checkpoint.write_manifest
 
@@ -86,7 +85,7 @@ def _install_kill(point: str, step: int) -> None:
                 die()
             write_manifest(folder)
 
-        divrl_trainer.write_manifest = die_before_the_manifest
+        checkpoint.write_manifest = die_before_the_manifest
     elif point in ("method_state", "optimizer"):
         save = torch.save
         target = f"checkpoint-{step}{os.sep}" + ("divrl_state.pt" if point == "method_state" else "optimizer.pt")

@@ -14,7 +14,7 @@ import pytest
 from test_run_hazards import _one_error_line, _resize
 from test_run_safety import _train
 
-import divrl.trainers.divrl_trainer as divrl_trainer
+import divrl.trainers.checkpoint as checkpoint_module
 from divrl.trainers.checkpoint import FINAL_STAGING, MANIFEST_FILE, TRAINER_STATE_FILE, incomplete_reason
 
 PAGE = 4096  # tmpfs charges whole pages of file data; folders and empty files cost none
@@ -38,13 +38,13 @@ def _fill_inside(before: list[tuple[str, int]], target: tuple[str, int]) -> int:
 def _partial_files(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """What the failed checkpoint held (name -> size) when divrl removed it."""
     seen: dict[str, int] = {}
-    save_failure = divrl_trainer.save_failure
+    save_failure = checkpoint_module.save_failure
 
     def recording(checkpoint: str, *args: Any) -> Any:
         seen.update((path.name, path.stat().st_size) for path in Path(checkpoint).iterdir() if path.is_file())
         return save_failure(checkpoint, *args)
 
-    monkeypatch.setattr(divrl_trainer, "save_failure", recording)
+    monkeypatch.setattr(checkpoint_module, "save_failure", recording)
     return seen
 
 

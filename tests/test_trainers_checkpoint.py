@@ -41,7 +41,7 @@ def _assert_same_state(a: dict, b: dict) -> None:
 
 
 def test_resume_restores_method_state(tiny_qwen3: Path, tmp_path: Path) -> None:
-    from divrl.trainers.divrl_trainer import STATE_FILE
+    from divrl.trainers.checkpoint import STATE_FILE
 
     full = _run(tiny_qwen3, tmp_path / "full")
     checkpoint = tmp_path / "full" / "checkpoint-2"
@@ -76,7 +76,7 @@ MOLECULES = [" CC(=O)Oc1ccccc1C(=O)O", " Cn1c(=O)c2c(ncn2C)n(C)c1=O", " CC(=O)Nc
 def test_resume_restores_trls_entropy_controller_for_auto(tiny_qwen3: Path, tmp_path: Path) -> None:
     # 'auto' x 2: the target is measured at step 1, TRL's controller raises entropy_coef at steps 2 and 3. The
     # resumed run never measures: it gets the target and TRL's state (coefficient, last entropy) from divrl_state.pt.
-    from divrl.trainers.divrl_trainer import STATE_FILE
+    from divrl.trainers.checkpoint import STATE_FILE
 
     auto = {"maxent_entropy_target": "auto", "maxent_entropy_auto_scale": 2.0, "entropy_coef_delta": 0.1}
     full = _run(tiny_qwen3, tmp_path / "full", entropy=auto)
@@ -127,7 +127,7 @@ def _molecule_run(model: Path, out: Path, max_steps: int, resume: str | None = N
 
 def test_resume_restores_the_task_state(tiny_qwen3: Path, tmp_path: Path) -> None:
     """The molecule task's reward cache, oracle-call history and diversity filter survive a resume."""
-    from divrl.trainers.divrl_trainer import STATE_FILE
+    from divrl.trainers.checkpoint import STATE_FILE
 
     _, first = _molecule_run(tiny_qwen3, tmp_path / "full", max_steps=2)
     checkpoint = tmp_path / "full" / "checkpoint-2"
@@ -141,3 +141,46 @@ def test_resume_restores_the_task_state(tiny_qwen3: Path, tmp_path: Path) -> Non
     assert [c.smiles for c in resumed.scorer.history] == [c.smiles for c in first.scorer.history]
     assert resumed.scorer.hits == first.scorer.hits + 3
     assert resumed.diversity_filter.memory == first.diversity_filter.memory
+
+
+# The names the trainer carried before issue 59 moved its checkpoint and resume policy into CheckpointPolicy.
+_FORMER_TRAINER_POLICY = {"RunFinished", "resume_target", "required_checkpoint_files", "checkpoint_state",
+                          "keeps_method_state", "needs_state_file", "_stateful_methods", "_task_states",
+                          "_task_journal", "_refuse_newly_enabled", "_saved_part", "_load_task_state"}
+
+
+def _trainer_policy_leaks(trainer_source: str, checkpoint_source: str) -> list[str]:
+    """What of the checkpoint policy a trainer module's source holds: a function or class named like one of
+    CheckpointPolicy's (or the trainer's former policy names), anything but `CheckpointPolicy` imported from
+    divrl.trainers.checkpoint (its files, scans and saves), or a `torch.load`."""
+    import ast
+
+    policy = next(node for node in ast.walk(ast.parse(checkpoint_source))
+                  if isinstance(node, ast.ClassDef) and node.name == "CheckpointPolicy")
+    policy_names = {node.name for node in policy.body if isinstance(node, ast.FunctionDef)
+                    and not node.name.startswith("__")} | _FORMER_TRAINER_POLICY
+    leaks = []
+    for node in ast.walk(ast.parse(trainer_source)):
+        if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in policy_names:
+            leaks.append(f"defines {node.name} (line {node.lineno})")
+        elif isinstance(node, ast.ImportFrom) and node.module == "divrl.trainers.checkpoint":
+            leaks += [f"imports {alias.name}" for alias in node.names if alias.name != "CheckpointPolicy"]
+        elif isinstance(node, ast.Attribute) and node.attr == "load" and getattr(node.value, "id", None) == "torch":
+            leaks.append(f"calls torch.load (line {node.lineno})")
+    return leaks
+
+
+def test_the_trainer_holds_no_checkpoint_policy() -> None:
+    """Issue 59: the checkpoint and resume policy lives in `divrl.trainers.checkpoint.CheckpointPolicy`; the trainer's
+    TRL hooks only delegate to it (`trainer.checkpoints`)."""
+    import inspect
+
+    import divrl.trainers.checkpoint as checkpoint
+    import divrl.trainers.divrl_trainer as divrl_trainer
+
+    checkpoint_source = inspect.getsource(checkpoint)
+    assert _trainer_policy_leaks(inspect.getsource(divrl_trainer), checkpoint_source) == []
+    # the check sees a policy method put back on the trainer
+    leaked = "class T:\n    def resume_target(self):\n        pass\n    def restore(self, c):\n        torch.load(c)\n"
+    assert _trainer_policy_leaks(leaked, checkpoint_source) == [
+        "defines resume_target (line 2)", "defines restore (line 4)", "calls torch.load (line 5)"]

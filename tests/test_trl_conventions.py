@@ -43,7 +43,7 @@ def test_resume_from_a_grpo_trainer_checkpoint_without_method_state(
     from divrl import DivRLTrainer
 
     args = make_config(tmp_path / "ips", max_steps=3, ips=True, length_bins=2, divergence="forward_kl")
-    with caplog.at_level(logging.WARNING, logger="divrl.trainers.divrl_trainer"):
+    with caplog.at_level(logging.WARNING, logger="divrl.trainers.checkpoint"):
         trainer = _train(DivRLTrainer, tiny_qwen3, args, resume=str(grpo_checkpoint), task=ToyTask())
     assert trainer.state.global_step == 3
     notes = [r.getMessage() for r in caplog.records if "divrl_state.pt" in r.getMessage()]

@@ -18,6 +18,8 @@ A checkpoint without a manifest (older runs, or a kill between the save and the 
 what can be read cheaply: JSON files parse, safetensors headers fit their files, torch files' zip directories open.
 When no checkpoint of a run can be resumed, `interrupted_first_save` tells a kill inside the run's first save (one
 checkpoint, never completed: training starts again) from damage to a run's saved checkpoints (refused, untouched).
+`CheckpointPolicy` applies all of this for a `DivRLTrainer` (its `checkpoints`; the trainer's TRL hooks delegate to it),
+and `save_final` writes a run's final save the same all-or-nothing way.
 """
 
 from __future__ import annotations
@@ -26,14 +28,20 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import re
 import struct
 import threading
 import zipfile
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+from divrl.trainers.fsdp import saves_no_weights
+
+if TYPE_CHECKING:
+    from divrl.methods import Method
 
 logger = logging.getLogger(__name__)
 
@@ -336,6 +344,231 @@ def save_failure(checkpoint: str, error: BaseException,
         f"saving {checkpoint} failed: {_write_failure_cause(error, free, needed)} ({free / 2**20:.1f} MiB free in "
         f"{output_dir!r}, a checkpoint of this run takes about {needed / 2**20:.1f} MiB); the partial "
         f"{os.path.basename(checkpoint)} was removed and {kept}")
+
+
+class RunFinished(ValueError):
+    """Resuming would train past the run's end: its checkpoint (`checkpoint`) is already at max_steps."""
+
+    def __init__(self, message: str, checkpoint: str) -> None:
+        super().__init__(message)
+        self.checkpoint = checkpoint
+
+
+class CheckpointPolicy:
+    """A `DivRLTrainer`'s checkpoint and resume policy (`trainer.checkpoints`), kept out of its TRL hooks: what a
+    checkpoint must hold, writing `divrl_state.pt` before transformers' save and the manifest after it, which
+    checkpoint a resume starts from, and restoring divrl's state from it (refusing one that does not fit the run)."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self.manifest = BackgroundManifest()  # the newest checkpoint's manifest, hashed while training goes on
+
+    # ------------------------------------------------------------------ what a checkpoint of this run holds
+    def stateful_methods(self) -> dict[str, Method]:
+        """The enabled methods keeping state in a checkpoint, by name."""
+        trainer = self.trainer
+        methods = [*trainer.diversity_state.methods.values(), *trainer.shared_methods.values()]
+        return {method.name: method for method in methods if method.has_state()}
+
+    def keeps_method_state(self) -> bool:
+        """Whether an enabled method (or the task) has state that a checkpoint's divrl_state.pt must restore
+        (`Method.has_state`: archives, novelty memory, entropy coefficient, outcome counts, semantic classes,
+        rehearsal cursor) or the task does. IPS, unlikeliness, pass@k, length bins and the divergences on policy
+        samples keep none, so such a run may resume from a plain GRPOTrainer checkpoint."""
+        task = self.trainer.task
+        return bool(self.stateful_methods()) or (task is not None and hasattr(task, "load_state_dict"))
+
+    def needs_state_file(self) -> bool:
+        """Whether a checkpoint of this run must hold `divrl_state.pt` to be resumed from: method or task state
+        (`keeps_method_state`), a population or FlowRL's log Z head."""
+        trainer = self.trainer
+        return self.keeps_method_state() or trainer.population is not None or trainer.objective is not None
+
+    def required_files(self) -> list[str | tuple[str, ...]]:
+        """The files a checkpoint of this run must hold to be resumed from (a tuple: one of them): divrl's state file
+        when the run keeps state, the model's weights and the optimizer where transformers writes them as files
+        (not under FSDP's sharded state dicts or DeepSpeed, nor with save_only_model)."""
+        trainer = self.trainer
+        required: list[str | tuple[str, ...]] = [STATE_FILE] if self.needs_state_file() else []
+        if not (saves_no_weights(trainer) or trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled):
+            required.append(WEIGHT_FILES)
+            if not trainer.args.save_only_model:
+                required.append(OPTIMIZER_FILE)
+        return required
+
+    def state(self, task_states: list[dict[str, Any]] | None) -> dict[str, Any]:
+        """Everything divrl adds to a checkpoint, its one file `divrl_state.pt`: the methods' state
+        (`trainer.method_state_dict`), the population's (bookkeeping and each member's method state), FlowRL's log Z
+        head and every process's task state; None for what this run does not have."""
+        trainer = self.trainer
+        return {**trainer.method_state_dict(),
+                "methods": sorted(self.stateful_methods()),
+                "population": None if trainer.population is None else trainer.population.state_dict(),
+                "objective": None if trainer.objective is None else trainer.objective.state_dict(),
+                "task": task_states}
+
+    def _task_states(self) -> list[dict[str, Any]] | None:
+        """Every process's task state (e.g. a molecule task's reward cache and diversity filter), in rank order;
+        None when the task keeps none. Tasks score completions locally, so each process has its own."""
+        task = self.trainer.task
+        if task is None or not hasattr(task, "state_dict"):
+            return None
+        from accelerate.utils import gather_object
+
+        return gather_object([task.state_dict()])
+
+    # --------------------------------------------------------------------------------------------- saving
+    def save(self, trial: Any, save_checkpoint: Callable[[], None]) -> None:
+        """One checkpoint: divrl's state goes in BEFORE `save_checkpoint` (transformers' `_save_checkpoint`) writes
+        trainer_state.json and rotates older checkpoints away, so a kill inside the save never leaves the newest
+        checkpoint without it; a write failure removes the partial folder (one CheckpointSaveError line); the
+        manifest is hashed last, in the background."""
+        trainer = self.trainer
+        self.manifest.wait()  # the previous checkpoint's manifest is written before this save (and rotation) starts
+        task_states = self._task_states()  # a collective: every process takes part
+        folder = checkpoint_dir(trainer, trial) if trainer.args.should_save else None
+        try:
+            if folder is not None:
+                atomic_save(self.state(task_states), os.path.join(folder, STATE_FILE))
+            save_checkpoint()  # rotation comes last: a failure before it keeps the older ones
+        except Exception as error:  # safetensors and tokenizers raise their own types for a failed write
+            if folder is None or not is_write_failure(error):
+                raise
+            raise save_failure(folder, error, self.required_files()) from error
+        trainer.accelerator.wait_for_everyone()  # every rank's files (its RNG state) are written before listing
+        if folder is not None:  # last: a checkpoint whose files later differ from it is not resumed from
+            self.manifest.start(lambda: write_manifest(folder))
+
+    def wait(self) -> None:
+        """Block until the last checkpoint's manifest is on disk (raising what its write raised)."""
+        self.manifest.wait()
+
+    # ------------------------------------------------------------------------------------------- resuming
+    def resume_target(self, resume_from_checkpoint: str | bool | None) -> str | None:
+        """The checkpoint `train` resumes from. True: the newest complete one, skipping (with a one-line warning)
+        any whose save was interrupted or whose files were damaged since; when none is complete, training starts
+        from scratch with a warning if that is what a kill inside the run's first save leaves, and is refused
+        otherwise (every saved checkpoint damaged: nothing is touched). A path must be complete.
+        Raises `RunFinished` for a checkpoint already at max_steps: resuming it would train past the run's end."""
+        if resume_from_checkpoint is None or resume_from_checkpoint is False:
+            return None
+        args = self.trainer.args
+        output_dir = args.output_dir
+        if resume_from_checkpoint is True:
+            checkpoint, skipped = scan_checkpoints(output_dir, self.required_files())
+            if checkpoint is None:
+                journal = self._task_journal()
+                if not skipped and journal is not None:
+                    logger.warning("resume_from_checkpoint=True: %s holds no checkpoint, only %s (the run was killed "
+                                   "before its first save): training from scratch, reusing what it paid for",
+                                   output_dir, journal)
+                    return None
+                if not skipped:
+                    raise ValueError(f"resume_from_checkpoint=True: no checkpoint in {output_dir!r} to resume from")
+                if not interrupted_first_save(skipped):
+                    damaged = "; ".join(f"{os.path.basename(path)}: {reason}" for path, reason in skipped)
+                    raise ValueError(f"resume_from_checkpoint=True: every checkpoint in {output_dir!r} is damaged "
+                                     f"({damaged}); nothing was changed: restore them, or pass "
+                                     "--overwrite_output_dir true without --resume_from_checkpoint to train from "
+                                     "scratch over them")
+                logger.warning("resume_from_checkpoint=True: %s holds no complete checkpoint (its first save was "
+                               "interrupted): training from scratch", output_dir)
+                return None
+        else:
+            checkpoint = str(resume_from_checkpoint)
+            # method state files are left to `restore`, whose messages say what a missing one means
+            reason = incomplete_reason(checkpoint) if os.path.isdir(checkpoint) else "no such folder"
+            if reason is not None:
+                raise ValueError(f"resume_from_checkpoint: {checkpoint!r} cannot be resumed from ({reason}); pass "
+                                 "true to resume from the newest complete checkpoint")
+        with open(os.path.join(checkpoint, TRAINER_STATE_FILE), encoding="utf-8") as handle:
+            saved = json.load(handle)
+        end = args.max_steps if args.max_steps > 0 else saved.get("max_steps", 0)
+        if end and saved.get("global_step", 0) >= end:
+            raise RunFinished(f"{checkpoint} is at step {saved['global_step']} of max_steps {end}: the run has "
+                              "finished, nothing to train (raise max_steps to train further)", checkpoint)
+        return checkpoint
+
+    def _task_journal(self) -> str | None:
+        """The task's journal of paid calls in output_dir (`Task.journal_file`, e.g. the molecule task's oracle
+        calls) when one holds something, else None."""
+        name = getattr(self.trainer.task, "journal_file", None)
+        path = os.path.join(self.trainer.args.output_dir, name) if name else None
+        return path if path is not None and os.path.isfile(path) and os.path.getsize(path) > 0 else None
+
+    def restore(self, checkpoint: str) -> None:
+        """Give the trainer back divrl's state from `checkpoint` (after transformers restored the optimizer): the
+        population's, the objective's, the methods' and this process's task state; a plain GRPOTrainer checkpoint is
+        accepted, with a warning, only when this run keeps no such state."""
+        trainer = self.trainer
+        path = os.path.join(checkpoint, STATE_FILE)
+        if not os.path.exists(path) and not self.needs_state_file():
+            logger.warning("resume_from_checkpoint: %s has no %s (a GRPOTrainer checkpoint?); the enabled methods "
+                           "keep no state, so training resumes from its model, optimizer and trainer state",
+                           checkpoint, STATE_FILE)
+            return
+        if not os.path.exists(path):
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {STATE_FILE}; it was not written by a "
+                             "divrl trainer, so the method state (archive, novelty memory, ...) cannot be restored")
+        try:
+            state = torch.load(path, weights_only=True)
+        except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as error:
+            raise ValueError(f"resume_from_checkpoint: {path} does not read ({' '.join(str(error).split())[:200]})"
+                             ) from None
+        self._refuse_newly_enabled(state, checkpoint)
+        if trainer.population is not None:  # first: it swaps in the active member's method state
+            trainer.population.load_state_dict(self._saved_part(state, "population", checkpoint))
+        if trainer.objective is not None:
+            trainer.objective.load_state_dict(self._saved_part(state, "objective", checkpoint))
+        try:
+            trainer.load_method_state_dict(state)
+        except ValueError as error:
+            raise ValueError(f"resume_from_checkpoint: {path}: {error}") from None
+        self._load_task_state(state.get("task"), checkpoint)
+
+    def _refuse_newly_enabled(self, state: dict[str, Any], checkpoint: str) -> None:
+        """Refuse to resume with a stateful method the checkpoint's run did not enable (e.g. `--qd true` added on
+        resume): its state would silently start empty. Checkpoints from before the `methods` record go unchecked."""
+        saved = state.get("methods")
+        if saved is None:
+            return
+        new = [method for name, method in self.stateful_methods().items() if name not in saved]
+        if new:
+            flags = ", ".join(f"--{method.switch} {getattr(self.trainer.args, method.switch)}" for method in new)
+            raise ValueError(
+                f"resume_from_checkpoint: {checkpoint!r} was saved by a run without "
+                f"{', '.join(method.switch for method in new)} (its stateful methods: {', '.join(saved) or 'none'}); "
+                f"this config sets {flags}, whose state ({', '.join(method.state_key for method in new)}) would "
+                "start empty: resume with the run's config, "
+                "or start a new run")
+
+    def _saved_part(self, state: dict[str, Any], part: str, checkpoint: str) -> Any:
+        """The checkpoint's `part` ('population' or 'objective'), read from its own file in a checkpoint written
+        before they shared `divrl_state.pt`; a ValueError when the checkpoint's run had none."""
+        saved = state.get(part)
+        if part not in state:  # the three-file layout
+            legacy = os.path.join(checkpoint, LEGACY_STATE_FILES[part])
+            saved = torch.load(legacy, weights_only=True) if os.path.exists(legacy) else None
+        if saved is None:
+            which = "a population" if part == "population" else f"an objective ({self.trainer.objective.switch})"
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {part} state; it was not written by "
+                             f"{which} run, so its state cannot be restored")
+        return saved
+
+    def _load_task_state(self, task_states: list[dict[str, Any]] | None, checkpoint: str) -> None:
+        """Give each process back its own task state; refuse a checkpoint from another process count or task."""
+        task, accelerator = self.trainer.task, self.trainer.accelerator
+        keeps_state = task is not None and hasattr(task, "load_state_dict")
+        if task_states is None and not keeps_state:
+            return
+        if task_states is None or not keeps_state:
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} was saved with a task "
+                             f"{'without' if task_states is None else 'with'} state (reward cache, diversity filter, "
+                             "...), this run's task disagrees")
+        if len(task_states) != accelerator.num_processes:
+            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} holds the task state of {len(task_states)} "
+                             f"process(es), this run has {accelerator.num_processes}: resume with as many")
+        task.load_state_dict(task_states[accelerator.process_index])
 
 
 FINAL_STAGING = ".final-save"  # the final model is written here, then moved into output_dir file by file

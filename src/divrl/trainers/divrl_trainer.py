@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
+import functools
 import logging
 import math
 import os
-import pickle
 from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
@@ -73,22 +72,7 @@ from divrl.methods.qd import GLOBAL_ARCHIVE  # noqa: F401 (re-exported: the key 
 from divrl.methods.rehearsal import pad_prompt_completion
 from divrl.quiet import upstream_deprecations_silenced
 from divrl.task import completion_text, prompt_key
-from divrl.trainers.checkpoint import (
-    LEGACY_STATE_FILES,
-    OPTIMIZER_FILE,
-    STATE_FILE,
-    TRAINER_STATE_FILE,
-    WEIGHT_FILES,
-    BackgroundManifest,
-    atomic_save,
-    checkpoint_dir,
-    incomplete_reason,
-    interrupted_first_save,
-    is_write_failure,
-    save_failure,
-    scan_checkpoints,
-    write_manifest,
-)
+from divrl.trainers.checkpoint import CheckpointPolicy
 from divrl.trainers.config import DivRLConfig
 from divrl.trainers.console_log import use_compact_console
 from divrl.trainers.fsdp import save_gathered_weights, saves_no_weights
@@ -209,7 +193,7 @@ class DivRLTrainer(GRPOTrainer):
         # One object per trainer for the methods every policy shares (built before the model: a bad path fails fast)
         self.shared_methods: dict[str, Method] = {m.name: m(args, self.hooks) for m in active(args) if m.shared}
         self._model_patches: list[Undo] = []  # what divrl installed into the model, undone when `train` returns
-        self._manifest = BackgroundManifest()  # the newest checkpoint's manifest, hashed while training goes on
+        self.checkpoints = CheckpointPolicy(self)  # what a checkpoint holds, and which one a resume starts from
         with upstream_deprecations_silenced():  # PEFT's wrapping asks transformers' deprecated names
             super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
         self.cpu_kernels = CPUKernels(self.accelerator, args, self.temperature, self._keeps_sampled_logps())
@@ -742,25 +726,6 @@ class DivRLTrainer(GRPOTrainer):
         self.diversity_state.load_state_dict(state["diversity"])
         load_method_states(self.shared_methods, shared=True, state=state)
 
-    def _task_states(self) -> list[dict[str, Any]] | None:
-        """Every process's task state (e.g. a molecule task's reward cache and diversity filter), in rank order;
-        None when the task keeps none. Tasks score completions locally, so each process has its own."""
-        if self.task is None or not hasattr(self.task, "state_dict"):
-            return None
-        from accelerate.utils import gather_object
-
-        return gather_object([self.task.state_dict()])
-
-    def checkpoint_state(self, task_states: list[dict[str, Any]] | None) -> dict[str, Any]:
-        """Everything divrl adds to a checkpoint, its one file `divrl_state.pt`: the methods' state
-        (`method_state_dict`), the population's (bookkeeping and each member's method state), FlowRL's log Z head
-        and every process's task state; None for what this run does not have."""
-        return {**self.method_state_dict(),
-                "methods": sorted(self._stateful_methods()),
-                "population": None if self.population is None else self.population.state_dict(),
-                "objective": None if self.objective is None else self.objective.state_dict(),
-                "task": task_states}
-
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """Trainer's save, plus the gathered weights under FSDP with sharded state dicts (`divrl.trainers.fsdp`), then
         divrl's model card and the base model's portable name in every saved folder, checkpoints included."""
@@ -771,54 +736,11 @@ class DivRLTrainer(GRPOTrainer):
             write_model_card(self, output_dir or self.args.output_dir)
 
     def _save_checkpoint(self, model, trial):  # noqa: D102 (Trainer hook)
-        # divrl's state goes in BEFORE transformers writes trainer_state.json and rotates older checkpoints away, so
-        # a kill inside the save never leaves the newest checkpoint without it (see divrl.trainers.checkpoint).
-        self._manifest.wait()  # the previous checkpoint's manifest is written before this save (and rotation) starts
-        task_states = self._task_states()  # a collective: every process takes part
-        folder = checkpoint_dir(self, trial) if self.args.should_save else None
-        try:
-            if folder is not None:
-                atomic_save(self.checkpoint_state(task_states), os.path.join(folder, STATE_FILE))
-            super()._save_checkpoint(model, trial)  # rotation comes last: a failure before it keeps the older ones
-        except Exception as error:  # safetensors and tokenizers raise their own types for a failed write
-            if folder is None or not is_write_failure(error):
-                raise
-            raise save_failure(folder, error, self.required_checkpoint_files()) from error
-        self.accelerator.wait_for_everyone()  # every rank's files (its RNG state) are written before they are listed
-        if folder is not None:  # last: a checkpoint whose files later differ from it is not resumed from
-            self._manifest.start(lambda: write_manifest(folder))
-
-    def keeps_method_state(self) -> bool:
-        """Whether an enabled method (or the task) has state that a checkpoint's divrl_state.pt must restore
-        (`Method.has_state`: archives, novelty memory, entropy coefficient, outcome counts, semantic classes,
-        rehearsal cursor) or the task does. IPS, unlikeliness, pass@k, length bins and the divergences on policy
-        samples keep none, so such a run may resume from a plain GRPOTrainer checkpoint."""
-        return bool(self._stateful_methods()) or (self.task is not None and hasattr(self.task, "load_state_dict"))
-
-    def _stateful_methods(self) -> dict[str, Method]:
-        """The enabled methods keeping state in a checkpoint, by name."""
-        methods = [*self.diversity_state.methods.values(), *self.shared_methods.values()]
-        return {method.name: method for method in methods if method.has_state()}
-
-    def needs_state_file(self) -> bool:
-        """Whether a checkpoint of this run must hold `divrl_state.pt` to be resumed from: method or task state
-        (`keeps_method_state`), a population or FlowRL's log Z head."""
-        return self.keeps_method_state() or self.population is not None or self.objective is not None
-
-    def required_checkpoint_files(self) -> list[str | tuple[str, ...]]:
-        """The files a checkpoint of this run must hold to be resumed from (a tuple: one of them): divrl's state file
-        when the run keeps state, the model's weights and the optimizer where transformers writes them as files
-        (not under FSDP's sharded state dicts or DeepSpeed, nor with save_only_model)."""
-        required: list[str | tuple[str, ...]] = [STATE_FILE] if self.needs_state_file() else []
-        if not (saves_no_weights(self) or self.is_deepspeed_enabled or self.is_fsdp_enabled):
-            required.append(WEIGHT_FILES)
-            if not self.args.save_only_model:
-                required.append(OPTIMIZER_FILE)
-        return required
+        self.checkpoints.save(trial, functools.partial(super()._save_checkpoint, model, trial))
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any):  # noqa: D102
         resuming = resume_from_checkpoint not in (None, False)
-        resume_from_checkpoint = self.resume_target(resume_from_checkpoint)
+        resume_from_checkpoint = self.checkpoints.resume_target(resume_from_checkpoint)
         if callable(getattr(self.task, "begin_run", None)):  # e.g. the molecule task's oracle-call journal
             self.task.begin_run(self.args.output_dir, resumed=resuming)
         self._patch_model()
@@ -827,139 +749,13 @@ class DivRLTrainer(GRPOTrainer):
                 result = super().train(resume_from_checkpoint, *args, **kwargs)
         finally:
             self._unpatch_model()
-        self._manifest.wait()  # the last checkpoint's manifest is on disk when training returns
+        self.checkpoints.wait()  # the last checkpoint's manifest is on disk when training returns
         return result
-
-    def resume_target(self, resume_from_checkpoint: str | bool | None) -> str | None:
-        """The checkpoint `train` resumes from. True: the newest complete one, skipping (with a one-line warning)
-        any whose save was interrupted or whose files were damaged since; when none is complete, training starts
-        from scratch with a warning if that is what a kill inside the run's first save leaves, and is refused
-        otherwise (every saved checkpoint damaged: nothing is touched). A path must be complete.
-        Raises `RunFinished` for a checkpoint already at max_steps: resuming it would train past the run's end."""
-        if resume_from_checkpoint is None or resume_from_checkpoint is False:
-            return None
-        output_dir = self.args.output_dir
-        if resume_from_checkpoint is True:
-            checkpoint, skipped = scan_checkpoints(output_dir, self.required_checkpoint_files())
-            if checkpoint is None:
-                journal = self._task_journal()
-                if not skipped and journal is not None:
-                    logger.warning("resume_from_checkpoint=True: %s holds no checkpoint, only %s (the run was killed "
-                                   "before its first save): training from scratch, reusing what it paid for",
-                                   output_dir, journal)
-                    return None
-                if not skipped:
-                    raise ValueError(f"resume_from_checkpoint=True: no checkpoint in {output_dir!r} to resume from")
-                if not interrupted_first_save(skipped):
-                    damaged = "; ".join(f"{os.path.basename(path)}: {reason}" for path, reason in skipped)
-                    raise ValueError(f"resume_from_checkpoint=True: every checkpoint in {output_dir!r} is damaged "
-                                     f"({damaged}); nothing was changed: restore them, or pass "
-                                     "--overwrite_output_dir true without --resume_from_checkpoint to train from "
-                                     "scratch over them")
-                logger.warning("resume_from_checkpoint=True: %s holds no complete checkpoint (its first save was "
-                               "interrupted): training from scratch", output_dir)
-                return None
-        else:
-            checkpoint = str(resume_from_checkpoint)
-            # method state files are left to the resume hooks, whose messages say what a missing one means
-            reason = incomplete_reason(checkpoint) if os.path.isdir(checkpoint) else "no such folder"
-            if reason is not None:
-                raise ValueError(f"resume_from_checkpoint: {checkpoint!r} cannot be resumed from ({reason}); pass "
-                                 "true to resume from the newest complete checkpoint")
-        with open(os.path.join(checkpoint, TRAINER_STATE_FILE), encoding="utf-8") as handle:
-            saved = json.load(handle)
-        end = self.args.max_steps if self.args.max_steps > 0 else saved.get("max_steps", 0)
-        if end and saved.get("global_step", 0) >= end:
-            raise RunFinished(f"{checkpoint} is at step {saved['global_step']} of max_steps {end}: the run has "
-                              "finished, nothing to train (raise max_steps to train further)", checkpoint)
-        return checkpoint
-
-    def _task_journal(self) -> str | None:
-        """The task's journal of paid calls in output_dir (`Task.journal_file`, e.g. the molecule task's oracle
-        calls) when one holds something, else None."""
-        name = getattr(self.task, "journal_file", None)
-        path = os.path.join(self.args.output_dir, name) if name else None
-        return path if path is not None and os.path.isfile(path) and os.path.getsize(path) > 0 else None
 
     def _load_optimizer_and_scheduler(self, checkpoint):  # noqa: D102 (Trainer hook, runs on resume)
         super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is None:
-            return
-        path = os.path.join(checkpoint, STATE_FILE)
-        if not os.path.exists(path) and not self.needs_state_file():
-            logger.warning("resume_from_checkpoint: %s has no %s (a GRPOTrainer checkpoint?); the enabled methods "
-                           "keep no state, so training resumes from its model, optimizer and trainer state",
-                           checkpoint, STATE_FILE)
-            return
-        if not os.path.exists(path):
-            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {STATE_FILE}; it was not written by a "
-                             "divrl trainer, so the method state (archive, novelty memory, ...) cannot be restored")
-        try:
-            state = torch.load(path, weights_only=True)
-        except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as error:
-            raise ValueError(f"resume_from_checkpoint: {path} does not read ({' '.join(str(error).split())[:200]})"
-                             ) from None
-        self._refuse_newly_enabled(state, checkpoint)
-        if self.population is not None:  # first: it swaps in the active member's method state
-            self.population.load_state_dict(self._saved_part(state, "population", checkpoint))
-        if self.objective is not None:
-            self.objective.load_state_dict(self._saved_part(state, "objective", checkpoint))
-        try:
-            self.load_method_state_dict(state)
-        except ValueError as error:
-            raise ValueError(f"resume_from_checkpoint: {path}: {error}") from None
-        self._load_task_state(state.get("task"), checkpoint)
-
-    def _refuse_newly_enabled(self, state: dict[str, Any], checkpoint: str) -> None:
-        """Refuse to resume with a stateful method the checkpoint's run did not enable (e.g. `--qd true` added on
-        resume): its state would silently start empty. Checkpoints from before the `methods` record go unchecked."""
-        saved = state.get("methods")
-        if saved is None:
-            return
-        new = [method for name, method in self._stateful_methods().items() if name not in saved]
-        if new:
-            flags = ", ".join(f"--{method.switch} {getattr(self.args, method.switch)}" for method in new)
-            raise ValueError(
-                f"resume_from_checkpoint: {checkpoint!r} was saved by a run without "
-                f"{', '.join(method.switch for method in new)} (its stateful methods: {', '.join(saved) or 'none'}); "
-                f"this config sets {flags}, whose state ({', '.join(method.state_key for method in new)}) would "
-                "start empty: resume with the run's config, "
-                "or start a new run")
-
-    def _saved_part(self, state: dict[str, Any], part: str, checkpoint: str) -> Any:
-        """The checkpoint's `part` ('population' or 'objective'), read from its own file in a checkpoint written
-        before they shared `divrl_state.pt`; a ValueError when the checkpoint's run had none."""
-        saved = state.get(part)
-        if part not in state:  # the three-file layout
-            legacy = os.path.join(checkpoint, LEGACY_STATE_FILES[part])
-            saved = torch.load(legacy, weights_only=True) if os.path.exists(legacy) else None
-        if saved is None:
-            which = "a population" if part == "population" else f"an objective ({self.objective.switch})"
-            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} has no {part} state; it was not written by "
-                             f"{which} run, so its state cannot be restored")
-        return saved
-
-    def _load_task_state(self, task_states: list[dict[str, Any]] | None, checkpoint: str) -> None:
-        """Give each process back its own task state; refuse a checkpoint from another process count or task."""
-        keeps_state = self.task is not None and hasattr(self.task, "load_state_dict")
-        if task_states is None and not keeps_state:
-            return
-        if task_states is None or not keeps_state:
-            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} was saved with a task "
-                             f"{'without' if task_states is None else 'with'} state (reward cache, diversity filter, "
-                             "...), this run's task disagrees")
-        if len(task_states) != self.accelerator.num_processes:
-            raise ValueError(f"resume_from_checkpoint: {checkpoint!r} holds the task state of {len(task_states)} "
-                             f"process(es), this run has {self.accelerator.num_processes}: resume with as many")
-        self.task.load_state_dict(task_states[self.accelerator.process_index])
-
-
-class RunFinished(ValueError):
-    """Resuming would train past the run's end: its checkpoint (`checkpoint`) is already at max_steps."""
-
-    def __init__(self, message: str, checkpoint: str) -> None:
-        super().__init__(message)
-        self.checkpoint = checkpoint
+        if checkpoint is not None:
+            self.checkpoints.restore(checkpoint)
 
 
 def quantized_base(model: Any, model_init_kwargs: dict | None, quantization_config: Any) -> str | None:
