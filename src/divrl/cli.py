@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "demo": "divrl.demo",
     "doctor": "divrl.doctor",
     "methods": "divrl.settings_help",
+    "recipes": "divrl.shipped_recipes",
     "fit-law": "divrl.analysis.law",
     "plot": "divrl.analysis.curves",
     "toy": "divrl.toy.cli",

@@ -24,6 +24,7 @@ from divrl.recipe_checks import (
     check_task_settings,
     one_line_errors,
 )
+from divrl.shipped_recipes import resolve_recipe, where_to_look
 from divrl.task import JOURNAL_FILE, build_task, parse_task_args, read_prompts, resolve_prompt_style, task_names
 
 # A dry run writes here, under the recipe's output_dir, so a real run's `--resume_from_checkpoint true` never
@@ -235,10 +236,9 @@ def load_recipe_file(config_path: str) -> dict[str, Any]:
 
     path = Path(config_path)
     if path.is_dir():
-        raise ValueError(f"recipe file {config_path!r} is a directory: name a YAML recipe in it "
-                         "(see recipes/README.md)")
+        raise ValueError(f"recipe file {config_path!r} is a directory: name a YAML recipe in it ({where_to_look()})")
     if not path.is_file():
-        raise ValueError(f"recipe file {config_path!r} does not exist (see recipes/README.md for the shipped ones)")
+        raise ValueError(f"recipe file {config_path!r} does not exist ({where_to_look()})")
     try:
         recipe = yaml.load(path.read_text(), Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as error:
@@ -294,7 +294,8 @@ def read_command_line(argv: Sequence[str]) -> tuple[list[str], str | None, dict[
     if "--config" in args:
         if args[-1] == "--config":
             raise ValueError("--config needs the path of a recipe file")
-        config_path = args[args.index("--config") + 1]
+        at = args.index("--config") + 1
+        config_path = args[at] = resolve_recipe(args[at])  # a file, else a shipped recipe's name
     recipe = load_recipe_file(config_path) if config_path else {}
     return args, config_path, recipe, RecipeOrigin.of(config_path, recipe, args)
 
@@ -439,7 +440,7 @@ def register_recipe_command(subparsers: argparse._SubParsersAction, name: str, r
     """Add `divrl NAME RECIPE.yaml [--field value ...]`, calling `run(["--config", RECIPE, *overrides])`."""
     parser = subparsers.add_parser(name, help=help, **parser_kwargs,
                                    description=f"Any recipe field can be overridden: divrl {name} {example}")
-    parser.add_argument("recipe", help="YAML recipe (see recipes/README.md)")
+    parser.add_argument("recipe", help="a YAML recipe file, or a shipped recipe's name (divrl recipes lists them)")
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="--field value pairs overriding the recipe")
     parser.set_defaults(func=lambda args: run(["--config", args.recipe, *args.overrides]))
     return parser
