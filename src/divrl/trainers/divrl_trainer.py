@@ -78,6 +78,7 @@ from divrl.trainers.console_log import use_compact_console
 from divrl.trainers.fsdp import save_gathered_weights, saves_no_weights
 from divrl.trainers.model_card import model_card_identity, write_model_card
 from divrl.trainers.population import Population
+from divrl.trainers.reference_model import load_reference_model
 from divrl.trainers.task_stop import TaskStopCallback
 
 logger = logging.getLogger(__name__)
@@ -210,8 +211,8 @@ class DivRLTrainer(GRPOTrainer):
             self._add_bonus_column()
         self._needs_lengths = any(m.needs_lengths for m in active(args, Stage.ADVANTAGE))
         if self._needs_reference_model():
-            self.ref_model = self._load_reference_model(trainer_kwargs.get("quantization_config"),
-                                                        from_path=isinstance(model, str))
+            self.ref_model = load_reference_model(self, trainer_kwargs.get("quantization_config"),
+                                                  from_path=isinstance(model, str))
         self.diversity_state = self.new_diversity_state()
         for method in self.diversity_state.methods.values():
             method.configure_trainer(self)
@@ -278,44 +279,6 @@ class DivRLTrainer(GRPOTrainer):
     def _needs_reference_model(self) -> bool:
         """Reference log-probs without PEFT need a frozen copy of the initial policy; TRL loads one for beta != 0."""
         return self._needs_reference_logps() and self.ref_model is None and not is_peft_model(self.model)
-
-    def _load_reference_model(self, quantization_config: Any, from_path: bool) -> torch.nn.Module:
-        """The initial policy as a frozen reference, prepared the way TRL prepares its own: loaded from its path
-        when the trainer was given one, else a copy of the model object passed in (its weights may differ from
-        any path, e.g. after earlier training in the same script)."""
-        from trl.trainer.utils import (
-            add_fused_lm_head,
-            create_model_from_path,
-            disable_dropout_in_model,
-            get_config_model_id,
-        )
-
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            raise ValueError("DivRLConfig.divergence without PEFT under DeepSpeed/FSDP: use peft_config (the reference "
-                             "is then the adapter-disabled model) or set beta > 0 so TRL prepares the reference")
-        if from_path:
-            kwargs = dict(self.args.model_init_kwargs or {})
-            if quantization_config is not None:
-                kwargs["quantization_config"] = quantization_config
-            kwargs.setdefault("dtype", self.model.dtype)
-            kwargs.setdefault("attn_implementation", self.model.config._attn_implementation)
-            name = get_config_model_id(self.model.config)
-            try:
-                reference = create_model_from_path(name, **kwargs)
-            except (OSError, ValueError) as exc:
-                needing = " / ".join(m.switch for m in active(self.args) if m.needs_reference_logps(self.args))
-                raise ValueError(
-                    f"DivRLConfig.{needing} needs the initial policy as "
-                    f"reference; loading it from {name!r} failed ({exc}). Pass the model as a path, or train with "
-                    "peft_config (reference = adapter disabled)."
-                ) from exc
-            add_fused_lm_head(reference, temperature=self.temperature,
-                              cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
-        else:  # the copy carries the policy's fused LM head already
-            reference = copy.deepcopy(self.accelerator.unwrap_model(self.model)).requires_grad_(False)
-        if self.args.disable_dropout:
-            disable_dropout_in_model(reference)
-        return self.accelerator.prepare_model(reference, evaluation_mode=True)
 
     @contextlib.contextmanager
     def _step_scratch(self) -> Iterator[StepScratch]:
