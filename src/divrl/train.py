@@ -453,19 +453,22 @@ COMMON_TRL_FIELDS = ("model_name_or_path", "output_dir", "max_steps", "learning_
 
 
 def train_help(parser: argparse.ArgumentParser) -> str:
-    """`divrl train --help`: usage, then divrl's task, run and method fields (name, default, one line each),
-    generated from the dataclasses a recipe is parsed into, without importing TRL."""
-    from divrl.settings_help import field_lines, methods_text
-    from divrl.trainers._fields import RunFields
+    """`divrl train --help`: usage, then divrl's task, run and method fields (name, default, what each is),
+    generated from the dataclasses a recipe is parsed into, without importing torch or TRL (`divrl.settings_help`)."""
+    import textwrap
 
+    from divrl.settings_help import HELP_WIDTH, field_lines, field_rows, help_index, methods_text
+
+    index = help_index()
     return "\n".join([
         parser.format_help().rstrip(), "",
         "Recipe fields (a YAML key, or --field value on the command line; name, default, what it is):", "",
-        "Task, data and run:", *field_lines(TrainScriptArguments, RunFields), "",
-        "Methods (all off by default; any subset combines):", methods_text(with_papers=False), "",
-        "TRL, transformers and the model (e.g. " + ", ".join(COMMON_TRL_FIELDS) + "): divrl train --help-all lists "
-        f"every field. A dry run (--dry_run true) writes into OUTPUT_DIR/{DRY_RUN_SUBDIR}/. Each method's paper: "
-        "divrl train --list-methods (or divrl methods).",
+        "Task, data and run:", *field_lines([*field_rows(TrainScriptArguments), *index["run_fields"]]), "",
+        "Methods (all off by default; any subset combines):", methods_text(with_papers=False, index=index), "",
+        *textwrap.wrap("TRL, transformers and the model (e.g. " + ", ".join(COMMON_TRL_FIELDS) + "): divrl train "
+                       "--help-all lists every field. A dry run (--dry_run true) writes into "
+                       f"OUTPUT_DIR/{DRY_RUN_SUBDIR}/. Each method's paper: divrl train --list-methods (or divrl "
+                       "methods).", HELP_WIDTH, break_on_hyphens=False),
     ])
 
 
