@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from evidence_weights import ensure_weight
 from machine import cpu_model
 
 from divrl.models import resolve_model_name
@@ -272,7 +273,7 @@ def warm_start(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
     with _WARM_START:
         if any(merged.glob("*.safetensors")):
             return merged
-        if (run / "trainer_state.json").is_file() and (run / "adapter_model.safetensors").is_file():
+        if (run / "trainer_state.json").is_file() and ensure_weight(run / "adapter_model.safetensors").is_file():
             print(f"  supervised warm start, seed {seed}: merging its saved adapter", flush=True)
             from divrl.sft import merge_adapter
 
@@ -304,7 +305,7 @@ def continue_sft(protocol: Protocol, seed: int, state: Path, log: Path) -> Path:
     start_model = warm_start(protocol, seed, state, log)
     if any(merged.glob("*.safetensors")):
         return merged
-    if (run / "trainer_state.json").is_file() and (run / "adapter_model.safetensors").is_file():
+    if (run / "trainer_state.json").is_file() and ensure_weight(run / "adapter_model.safetensors").is_file():
         from divrl.sft import merge_adapter
 
         return merge_adapter(run, merged, base=str(start_model))
@@ -340,6 +341,7 @@ def train(protocol: Protocol, method: str, seed: int, state: Path, log: Path) ->
     model = str(warm_start(protocol, seed, state, log)) if protocol.sft else MODEL
     # `divrl train` writes trainer_state.json last, after the final model; git keeps the state but not the weights,
     # except an adapter committed mid-evaluation, whose embedded base a fresh machine must prepare before evaluating
+    ensure_weight(run / "adapter_model.safetensors")  # an adapter listed in weights.tsv but no longer in the tree
     if (run / "trainer_state.json").is_file() and any(run.glob("*.safetensors")):
         resolve_model_name(model)
         return run

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evidence_weights import ensure_weight
+
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / "benchmarks" / "evidence" / "molecules_v4"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -164,7 +166,7 @@ def warm_start(work: Path, seed: int, settings: dict[str, Any]) -> Path:
     out = sft_dir(work, seed)
     if (out / "merged" / "config.json").is_file():
         return out / "merged"
-    if (kept / "adapter_model.safetensors").is_file():
+    if ensure_weight(kept / "adapter_model.safetensors").is_file():
         log(f"re-merging the committed SFT adapter of seed {seed}")
         merge_adapter(kept, out / "merged", base=BASE_MODEL, dtype="float32")
         return out / "merged"
