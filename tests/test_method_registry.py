@@ -1,14 +1,14 @@
-"""The method registry (issue 30): what every method declares, and the README's "Add a method" example: a method
+"""The method registry (issue 30): what every method declares, and the docs' "Add a method" example: a method
 written outside divrl, in one file, that trains without any change to divrl."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from docs_examples import run_block, runnable_block
 from trainer_helpers import PROMPTS, ToyTask, base_settings, lora_config, prompt_dataset
 
 
@@ -48,51 +48,14 @@ def test_preset_trainers_switch_on_their_method_and_nothing_else(tmp_path: Path)
         assert {m.name for m in active(args)} == names, class_name
 
 
-# ------------------------------------------------------------------ README, "Add a method": the worked example
+# ------------------------------------------------------------------ docs, "Add a method": the worked example
 def short_answer_method():
-    """The README's example, as a user would write it in their own file: a bonus for valid short answers."""
-    from divrl import DivRLConfig
-    from divrl.methods import Card, Method, RewardStep, Stage, register
-    from divrl.methods.papers import paper
-
-    @dataclass
-    class ShortAnswerConfig:
-        short_bonus: float = field(default=0.0, metadata={"help": "Bonus for a valid answer of at most "
-                                                                  "short_max_chars characters. Default 0.0 (off)."})
-        short_max_chars: int = 3
-
-    @register
-    class ShortAnswer(Method):
-        """REWARD: the bonus column gains `short_bonus` for each valid completion of at most short_max_chars."""
-
-        name = "short_answer"
-        switch = "short_bonus"
-        stage = Stage.REWARD
-        order = 60  # after the built-in bonuses
-        Config = ShortAnswerConfig
-        card = Card("Short-answer GRPO", "short-answer-grpo", paper("misc", "short", "Short answers"))
-        bonus = True
-
-        @classmethod
-        def enabled(cls, args: Any) -> bool:
-            return args.short_bonus > 0
-
-        @classmethod
-        def validate(cls, args: Any) -> None:
-            if args.short_max_chars < 1:
-                raise ValueError(f"DivRLConfig.short_max_chars must be >= 1, got {args.short_max_chars}")
-
-        def shape_rewards(self, step: RewardStep) -> None:
-            short = [len(text) <= self.args.short_max_chars for text in step.texts()]
-            for row, is_short in enumerate(short):
-                if is_short and step.primary[row] > 0:
-                    step.bonus[row] += self.args.short_bonus
-
-    @dataclass
-    class MyConfig(ShortAnswerConfig, DivRLConfig):
-        """DivRLConfig plus the new method's fields."""
-
-    return ShortAnswer, MyConfig
+    """The docs' example (docs/add-a-method.md), as a user writes it in their own file: a bonus for valid short
+    answers. Its definitions are read from the page and run here, so the page cannot drift from what is tested."""
+    code = runnable_block("add-a-method.md")
+    namespace: dict[str, Any] = {"__name__": "short_answer_example"}
+    run_block(code[:code.index("\nargs = MyConfig(")], "docs/add-a-method.md", namespace)
+    return namespace["ShortAnswer"], namespace["MyConfig"]
 
 
 def test_a_method_added_outside_divrl_trains_in_one_file(tiny_qwen3: Path, tmp_path: Path) -> None:

@@ -453,7 +453,7 @@ def test_trl_entropy_mirror_follows_trl_rule_with_grpo_config_defaults():
 
 
 def test_a_reward_method_registered_in_one_file_runs_on_the_toy() -> None:
-    """README "Add a method": the method file's registration alone makes it a toy component (its name, '_' as '-'),
+    """docs/add-a-method.md: the method file's registration alone makes it a toy component (its name, '_' as '-'),
     at its preset, with its fields as TrainConfig options checked by its own `validate`."""
     from dataclasses import dataclass, field
     from typing import Any
