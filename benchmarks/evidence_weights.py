@@ -30,6 +30,9 @@ COLUMNS = ("path", "bytes", "sha256", "commit")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt")
 # weights divrl ships to users (the embedded chemical LM) and the tests' golden checkpoints may be tracked
 SHIPPED_DIRS = ("src/divrl/embedded/", "tests/golden/")
+NEW_WEIGHTS_RULE = ("model weights are not committed: rebuild them from the command that made them, or keep them "
+                    "outside the repository with their sha256 committed; weights divrl ships to users go under "
+                    "src/divrl/embedded/")
 
 
 class WeightError(RuntimeError):
@@ -160,8 +163,8 @@ def ensure_weight(path: Path, root: Path = ROOT) -> Path:
 def check(root: Path = ROOT) -> list[str]:
     """Every disagreement between the manifest and `root`: a row whose history blob or work-tree file differs from
     it (or whose history this clone lacks), and tracked weight files it does not list."""
-    problems = [f"{path}: a weight file tracked outside {', '.join(SHIPPED_DIRS)} and not in {MANIFEST}"
-                for path in unlisted_weights(root)]
+    problems = [f"{path}: a weight file tracked outside {', '.join(SHIPPED_DIRS)} and not in {MANIFEST} "
+                f"({NEW_WEIGHTS_RULE})" for path in unlisted_weights(root)]
     for record in read_manifest(root):
         try:
             problems.append(_mismatch(record, history_bytes(record, root), f"commit {record.commit[:12]}"))
