@@ -60,6 +60,13 @@ def test_load_on_cpu_falls_back_to_float32_with_message(tiny_qwen3: Path) -> Non
     assert len(messages) == 1 and "no CUDA device" in messages[0] and "float32" in messages[0]
 
 
+def test_the_cpu_note_is_said_once_however_often_the_model_loads(tiny_qwen3: Path) -> None:
+    messages: list[str] = []
+    for _ in range(3):  # the demo: each method's training, then the base model under each adapter
+        models.load_model_and_tokenizer(str(tiny_qwen3), log=messages.append)
+    assert len(messages) == 1 and "quantize=auto" in messages[0]
+
+
 def test_load_explicit_dtype_and_no_quantization_is_silent(tiny_gemma3: Path) -> None:
     import torch
 

@@ -77,6 +77,17 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+_said: set[tuple[Callable[[str], None], str]] = set()  # (log, note) that `load_model_and_tokenizer` has said
+
+
+def _once(log: Callable[[str], None], message: str) -> None:
+    """`log(message)` the first time this process says it: a demo or an evaluation loads the same model several
+    times (each method's training, the base model under each adapter), and the note is the same each time."""
+    if (log, message) not in _said:
+        _said.add((log, message))
+        log(message)
+
+
 def cache_dir() -> Path:
     """Root of divrl's cache: `$DIVRL_CACHE`, else `~/.cache/divrl`."""
     return Path(os.environ.get(CACHE_ENV_VAR) or Path.home() / ".cache" / "divrl").expanduser()
@@ -349,7 +360,7 @@ def load_model_and_tokenizer(
     elif quantize != "none":
         reason = "4-bit NF4 was requested but" if quantize == "4bit" else "quantize=auto:"
         device = "training on the CPU (use_cpu)" if cpu else "no CUDA device"
-        log(f"{reason} {device}, so {name_or_path} loads unquantized in {torch_dtype} (LoRA on CPU)")
+        _once(log, f"{reason} {device}, so {name_or_path} loads unquantized in {torch_dtype} (LoRA on CPU)")
     try:
         model = _auto_class(path, hub_kwargs).from_pretrained(path, **kwargs, **hub_kwargs)
         tokenizer = AutoTokenizer.from_pretrained(path, **hub_kwargs)
