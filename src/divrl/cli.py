@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 
 from divrl.quiet import quiet_console
+from divrl.tasks import TASK_COMMANDS, TASK_EVAL_COMMANDS
 
-# Top-level subcommands: name -> module with `register(subparsers)`.
+# Top-level subcommands: name -> module with `register(subparsers)`; the tasks' own ones come from their table.
 COMMANDS: dict[str, str] = {
     "demo": "divrl.demo",
     "doctor": "divrl.doctor",
@@ -26,16 +30,14 @@ COMMANDS: dict[str, str] = {
     "toy": "divrl.toy.cli",
     "train": "divrl.train",
     "sft": "divrl.sft",
-    "hypospace": "divrl.tasks.hypospace.cli",
     "prepare-model": "divrl.models",
-    "pretrain-clm": "divrl.tasks.molecules.pretrain",
     "sample-reference": "divrl.sample_reference_cli",
+    **TASK_COMMANDS,
 }
 
-# `divrl eval <name>` subcommands: name -> module with `register(subparsers)`.
+# `divrl eval <name>` subcommands: name -> module with `register(subparsers)`; the tasks' own evaluators first.
 EVAL_COMMANDS: dict[str, str] = {
-    "recovery": "divrl.tasks.hypospace.recovery_cli",
-    "molecules": "divrl.tasks.molecules.cli",
+    **TASK_EVAL_COMMANDS,
     "task": "divrl.task_eval",
 }
 
@@ -55,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMANDS.values():
         importlib.import_module(module).register(subparsers)
     if EVAL_COMMANDS:
-        eval_parser = subparsers.add_parser("eval", help="Evaluate models: recovery curves, molecule metrics.")
+        eval_parser = subparsers.add_parser(
+            "eval", help="Evaluate models: a task's own evaluator, or any task's held-out prompts.")
         eval_sub = eval_parser.add_subparsers(dest="eval_command", metavar="EVALUATION")
         for module in EVAL_COMMANDS.values():
             importlib.import_module(module).register(eval_sub)
@@ -67,6 +70,37 @@ def require_at_least(args: argparse.Namespace, **minimums: int) -> None:
     for name, low in minimums.items():
         if getattr(args, name) < low:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+
+
+def _check_writable_directory(directory: Path, out: str) -> None:
+    """Create `directory` (and its parents) and create and delete a file in it; ValueError naming --out if not."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--out {out!r} is not writable: {exc.strerror or exc} ({exc.filename or directory})") from exc
+
+
+def output_file(out: str) -> Path:
+    """`--out FILE`, checked before any work: not a directory, in a directory that exists (or is created) and
+    takes new files, and writable if it exists; ValueError naming the problem otherwise."""
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise ValueError(f"--out {out!r} is a directory; give a file path, e.g. {str(path / 'instances.jsonl')!r}")
+    _check_writable_directory(path.parent, out)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"--out {out!r} exists and is not writable")
+    return path
+
+
+def output_directory(out: str) -> Path:
+    """`--out DIR`, created and checked writable before any work; ValueError when it is a file or not writable."""
+    path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {out!r} exists and is not a directory; give a directory for the results")
+    _check_writable_directory(path, out)
+    return path
 
 
 def main(argv: Sequence[str] | None = None) -> int:

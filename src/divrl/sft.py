@@ -24,6 +24,7 @@ from divrl.train import (
     RecoveryEvalArguments,
     add_recovery_eval,
     check_output_dir,
+    check_recovery_eval,
     read_command_line,
     recipe_command,
     recipe_parser,
@@ -36,8 +37,9 @@ MERGED_SUBDIR = "merged"
 
 @dataclass
 class SFTScriptArguments(RecoveryEvalArguments):
-    """What to warm-start on: a HypoSpace task, its split and prompts, and how many answers per instance; and
-    optionally the held-out recovery curve while it trains (recovery_eval, as in `divrl train`)."""
+    """What to warm-start on: a task with warm-start data (`sft_dataset`), its split and prompts, and how many
+    answers per instance; and optionally the held-out recovery curve while it trains (recovery_eval, as in `divrl
+    train`)."""
 
     prompt_style: str = field(default="base", metadata={
         "help": "'base' (plain text; the completion continues the answer label and ends with the END line) or "
@@ -90,9 +92,7 @@ def build_trainer(script: SFTScriptArguments, sft_args: Any, model_args: Any) ->
     if not callable(getattr(task, "sft_dataset", None)):
         raise ValueError(f"divrl sft needs a task with warm-start data (an sft_dataset method); task {script.task!r} "
                          "has none")
-    if script.recovery_eval and not script.task.startswith("hypospace"):
-        raise ValueError(f"recovery_eval measures HypoSpace recovery; task {script.task!r} has no admissible sets "
-                         "(set recovery_eval false)")
+    check_recovery_eval(task, script)
     dataset = task.sft_dataset(split=script.split, style=script.prompt_style, seed=script.split_seed,
                                limit=script.instance_limit, n_exemplars=script.n_exemplars,
                                per_instance=script.hypotheses_per_instance, sample_seed=script.sample_seed)

@@ -9,7 +9,10 @@ optional `stop_reason()` method (no arguments, returns a one-line reason or None
 step; a reason ends training there, with a checkpoint (e.g. the molecule task's spent `oracle_budget`). An optional
 `begin_run(run_dir, resumed=...)` is called on every process when training starts, and an optional `journal_file`
 names the file in the run folder where the task journals what it pays for as it goes (the molecule task's oracle
-calls, `JOURNAL_FILE`): a folder holding one holds a run, and a resume reuses it.
+calls, `JOURNAL_FILE`): a folder holding one holds a run, and a resume reuses it. An optional
+`recovery_eval_callback(trainer, held_out, *, instances, samples, max_new_tokens)` returns a transformers
+`TrainerCallback` that measures held-out recovery while training (`recovery_eval` in `divrl train` and `divrl sft`
+recipes; without the hook, `recovery_eval` is refused).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from divrl.tasks import TASKS
 
 JOURNAL_FILE = "oracle_calls.jsonl"  # the molecule task's journal of real oracle calls, in a training run's folder
 
@@ -95,18 +100,6 @@ def prompt_key(prompt: str | Sequence[dict[str, Any]]) -> str:
 def has_hook(task: Any, hook: str) -> bool:
     """Whether `task` implements the optional hook `hook` (e.g. "outcome_key", "behavior")."""
     return callable(getattr(task, hook, None))
-
-
-# Task name -> "module:factory" for recipes, `divrl train` and the evaluators; imported on first use.
-TASKS: dict[str, str] = {
-    "hypospace-causal": "divrl.tasks.hypospace.causal:CausalTask",
-    "hypospace-voxel": "divrl.tasks.hypospace.voxel:VoxelTask",
-    "hypospace-boolean": "divrl.tasks.hypospace.boolean:BooleanTask",
-    "molecules": "divrl.tasks.molecules.task:MoleculeTask",
-    "ideas": "divrl.tasks.ideas:IdeasTask",
-    "dataset": "divrl.tasks.dataset:DatasetTask",
-    "countdown": "divrl.tasks.countdown:CountdownTask",
-}
 
 
 def task_names() -> list[str]:

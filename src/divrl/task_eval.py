@@ -47,8 +47,7 @@ def evaluate_task(task: Any, dataset: Any, sampler: Any, samples: int) -> dict[s
 
 def _run(args: argparse.Namespace) -> int:
     from divrl import sampling, served
-    from divrl.cli import require_at_least
-    from divrl.tasks.hypospace.cli import output_directory
+    from divrl.cli import output_directory, require_at_least
 
     require_at_least(args, samples=1)
     task = build_task(args.task, **parse_task_args(args.task_arg))

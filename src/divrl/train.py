@@ -25,7 +25,16 @@ from divrl.recipe_checks import (
     one_line_errors,
 )
 from divrl.shipped_recipes import resolve_recipe, where_to_look
-from divrl.task import JOURNAL_FILE, build_task, parse_task_args, read_prompts, resolve_prompt_style, task_names
+from divrl.task import (
+    JOURNAL_FILE,
+    build_task,
+    has_hook,
+    parse_task_args,
+    read_prompts,
+    resolve_prompt_style,
+    task_names,
+)
+from divrl.tasks import DEFAULT_TASK
 
 # A dry run writes here, under the recipe's output_dir, so a real run's `--resume_from_checkpoint true` never
 # finds the tiny model's checkpoints (it looks for checkpoint-* directly in output_dir).
@@ -40,7 +49,7 @@ DRY_RUN_OVERRIDES = ("--use_cpu", "true", "--bf16", "false", "--fp16", "false", 
 class TaskArguments:
     """The task, its parameters and its deterministic train/test split (shared by `divrl train` and `divrl sft`)."""
 
-    task: str = field(default="hypospace-voxel", metadata={
+    task: str = field(default=DEFAULT_TASK, metadata={
         "help": f"Task name, one of: {', '.join(task_names())}; or your own task as package.module:Factory or "
                 "path/to/task.py:Factory (task_args go to the factory)."})
     task_args: dict = field(default_factory=dict, metadata={
@@ -49,19 +58,19 @@ class TaskArguments:
         "help": "Command-line overrides of task_args as KEY=VALUE (repeatable; VALUE parsed as YAML)."})
     split_seed: int = field(default=0, metadata={"help": "Seed of the deterministic train/test split."})
     instance_limit: int | None = field(default=None, metadata={
-        "help": "Instances kept before the train/test split (the IPS paper: 100, split 50/50); prompts for molecules."})
+        "help": "Instances (or prompts) kept before the train/test split (the IPS paper: 100, split 50/50)."})
     split: str = field(default="train", metadata={
-        "help": "Dataset split to train on (the test split is held out; HypoSpace's 'fit' is train less its 'dev' "
-                "fifth, for choosing settings on train data alone)."})
+        "help": "Dataset split to train on (the test split is held out; a task may offer more, e.g. 'fit': train "
+                "less its 'dev' fifth, for choosing settings on train data alone)."})
 
 
 @dataclass
 class RecoveryEvalArguments(TaskArguments):
-    """Held-out HypoSpace recovery while training (shared by `divrl train` and `divrl sft`)."""
+    """Held-out recovery while training, for a task that measures it (shared by `divrl train` and `divrl sft`)."""
 
     recovery_eval: bool = field(default=False, metadata={
-        "help": "Evaluate held-out recovery during training (HypoSpace): `RecoveryEvalCallback` samples the policy on "
-                "the test split and logs divrl/eval/recovery@n, divrl/eval/validity and "
+        "help": "Evaluate held-out recovery during training, for a task with a recovery_eval_callback hook: the "
+                "callback samples the policy on the test split and logs divrl/eval/recovery@n, divrl/eval/validity and "
                 "divrl/eval/uniqueness before the first step, every eval_steps (else logging_steps) and at the "
                 "last step. Independent of eval_strategy (TRL's own eval loop)."})
     recovery_eval_instances: int = field(default=8, metadata={
@@ -79,7 +88,7 @@ class TrainScriptArguments(RecoveryEvalArguments):
 
     prompt_style: str = field(default="auto", metadata={
         "help": "'chat' (instruct models), 'base' (few-shot plain text), 'auto' (chat iff the tokenizer has a "
-                "chat template) or 'clm' (an empty prompt, BOS alone: a chemical LM on the molecule task)."})
+                "chat template) or 'clm' (an empty prompt, BOS alone: a chemical LM, for a task that offers it)."})
     n_exemplars: int = field(default=3, metadata={"help": "Few-shot examples in 'base' prompts."})
     quantize: str = field(default="auto", metadata={
         "help": "'auto' (on CUDA: bf16 when 2x the bf16 weights + 4 GiB fit the free GPU memory, else 4-bit NF4; "
@@ -138,9 +147,7 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     task_args = task_args_with_overrides(script_args)
     task = build_task(script_args.task, **task_args)
     check_task_settings(task, script_args, training_args, getattr(script_args, "recipe_origin", RecipeOrigin(None)))
-    if script_args.recovery_eval and not script_args.task.startswith("hypospace"):
-        raise ValueError(f"recovery_eval measures HypoSpace recovery; task {script_args.task!r} has no admissible "
-                         "sets (set recovery_eval false)")
+    check_recovery_eval(task, script_args)
     # Every LoRA option of ModelConfig (DoRA, rsLoRA, modules_to_save, target_parameters, ...) via TRL's
     # get_peft_config; options an enabled method cannot train with are refused here, before the model loads.
     peft_config = lora_config_from_model_args(model_args, training_args)
@@ -178,13 +185,19 @@ def build_trainer(script_args: TrainScriptArguments, training_args: Any, model_a
     return trainer
 
 
-def add_recovery_eval(trainer: Any, task: Any, script_args: RecoveryEvalArguments, held_out: Any) -> None:
-    """Attach a `RecoveryEvalCallback` with the recipe's recovery_eval_* settings, sampling `held_out` (the test
-    split's rows, with their admissible sets)."""
-    from divrl.tasks.hypospace.recovery_callback import RecoveryEvalCallback
+def check_recovery_eval(task: Any, script_args: RecoveryEvalArguments) -> None:
+    """Refuse recovery_eval, before the model loads, for a task that does not measure held-out recovery (it has no
+    `recovery_eval_callback` hook)."""
+    if script_args.recovery_eval and not has_hook(task, "recovery_eval_callback"):
+        raise ValueError(f"recovery_eval needs a task that measures held-out recovery (a recovery_eval_callback hook); "
+                         f"task {script_args.task!r} has none (set recovery_eval false)")
 
-    trainer.add_callback(RecoveryEvalCallback(
-        trainer, task, dataset=held_out, instances=script_args.recovery_eval_instances,
+
+def add_recovery_eval(trainer: Any, task: Any, script_args: RecoveryEvalArguments, held_out: Any) -> None:
+    """Attach the task's recovery callback with the recipe's recovery_eval_* settings, sampling `held_out` (the test
+    split's rows)."""
+    trainer.add_callback(task.recovery_eval_callback(
+        trainer, held_out, instances=script_args.recovery_eval_instances,
         samples=script_args.recovery_eval_samples, max_new_tokens=script_args.recovery_eval_max_new_tokens))
 
 

@@ -11,12 +11,10 @@ Also the shared command-line pieces (task parameters, split options) that `divrl
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from divrl.cli import output_file
 from divrl.task import add_task_arg_option, build_task, merge_task_settings
 
 if TYPE_CHECKING:
@@ -89,37 +87,6 @@ def split_from_args(task: HypoSpaceTask, args: argparse.Namespace) -> list[Insta
             f"(test_fraction={args.test_fraction}, limit={args.limit})"
         )
     return instances
-
-
-def _check_writable_directory(directory: Path, out: str) -> None:
-    """Create `directory` (and its parents) and create and delete a file in it; ValueError naming --out if not."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as exc:
-        raise ValueError(f"--out {out!r} is not writable: {exc.strerror or exc} ({exc.filename or directory})") from exc
-
-
-def output_file(out: str) -> Path:
-    """`--out FILE`, checked before any work: not a directory, in a directory that exists (or is created) and
-    takes new files, and writable if it exists; ValueError naming the problem otherwise."""
-    path = Path(out).expanduser()
-    if path.is_dir():
-        raise ValueError(f"--out {out!r} is a directory; give a file path, e.g. {str(path / 'instances.jsonl')!r}")
-    _check_writable_directory(path.parent, out)
-    if path.exists() and not os.access(path, os.W_OK):
-        raise ValueError(f"--out {out!r} exists and is not writable")
-    return path
-
-
-def output_directory(out: str) -> Path:
-    """`--out DIR`, created and checked writable before any work; ValueError when it is a file or not writable."""
-    path = Path(out).expanduser()
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"--out {out!r} exists and is not a directory; give a directory for the results")
-    _check_writable_directory(path, out)
-    return path
 
 
 def register(subparsers: Any) -> None:

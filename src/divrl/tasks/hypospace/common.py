@@ -518,6 +518,15 @@ class HypoSpaceTask(ABC):
         hypothesis = self.parse(completion_text(completion))
         return None if hypothesis is None else self.descriptor(hypothesis)
 
+    def recovery_eval_callback(self, trainer: Any, held_out: Any, *, instances: int | None, samples: int,
+                               max_new_tokens: int | None) -> Any:
+        """The held-out recovery curve while `trainer` trains (`RecoveryEvalCallback`, sampling the `held_out`
+        rows with their admissible sets): what `recovery_eval` asks of a task in `divrl train` and `divrl sft`."""
+        from divrl.tasks.hypospace.recovery_callback import RecoveryEvalCallback
+
+        return RecoveryEvalCallback(trainer, self, dataset=held_out, instances=instances, samples=samples,
+                                    max_new_tokens=max_new_tokens)
+
 
 def check_int(name: str, value: Any, low: int, high: int) -> int:
     """`value` as an int in [low, high], else ValueError naming the parameter and its range."""

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from divrl.cli import output_directory
 from divrl.sampling import add_sampling_arguments
 from divrl.task import resolve_prompt_style
-from divrl.tasks.hypospace.cli import add_task_arguments, output_directory, split_from_args, task_from_args
+from divrl.tasks.hypospace.cli import add_task_arguments, split_from_args, task_from_args
 from divrl.tasks.hypospace.common import SPLITS, Instance
 
 TASK_NAMES = ("hypospace-causal", "hypospace-voxel", "hypospace-boolean")
