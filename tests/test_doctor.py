@@ -1,4 +1,4 @@
-"""`divrl doctor` on the CPU: versions, devices, 2 training steps per method, a table, and an exit code that says
+"""`divrl doctor` on the CPU: versions, devices, 2 training steps per method, one table, and an exit code that says
 whether everything that should run here ran."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def test_doctor_trains_each_method_and_ends_with_the_table(capsys: pytest.Captur
     for name in ("grpo", "ips", "qd"):
         assert re.search(rf"train {name} \(fp32\) +ok: 2 steps, loss", out)
     assert out.rstrip().endswith("3 passed, 0 failed")
+    assert all(out.count(f"train {name} (fp32)") == 1 for name in ("grpo", "ips", "qd"))  # the table, printed once
     assert "{'loss'" not in out  # no Trainer log dicts between the lines
 
 
@@ -44,6 +45,7 @@ def test_a_failing_check_is_one_line_and_exit_1(capsys: pytest.CaptureFixture, m
     assert re.search(r"train grpo \(fp32\) +ok: 2 steps", out)
     assert re.search(r"train ips \(fp32\) +FAILED: RuntimeError: kernel exploded \(test_doctor.py:\d+\)\n", out)
     assert out.rstrip().endswith("1 passed, 1 failed")
+    assert out.count("train grpo (fp32)") == out.count("train ips (fp32)") == out.count("check ") == 1  # one table
 
 
 def test_an_unknown_method_is_named(capsys: pytest.CaptureFixture) -> None:

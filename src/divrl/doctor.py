@@ -1,8 +1,8 @@
 """`divrl doctor`: what to run first on a new machine. It prints the versions of the stack, the devices and their
 memory, whether bitsandbytes' CUDA kernels load, then trains 2 steps of every method on a tiny local model on that
 device (fp32 on the CPU; bf16 and 4-bit NF4 on CUDA) and 2 IPS steps of the shipped chemical LM on the molecule task,
-and ends with a table: ok, or failed with the reason in one
-line. It exits 0 only if everything that should run there ran."""
+printing a table row per check as it finishes (ok, or failed with the reason in one line), and ends with the count.
+It exits 0 only if everything that should run there ran."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ EXTRA_SETTINGS: dict[str, dict[str, Any]] = {
     "passk": {"passk": 2},  # the preset's k = 4 needs groups larger than the checks' 4
 }
 PROMPTS = ["solve 2 + 3", "the answer is", "one two three", "a molecule ring"]
+NAME_WIDTH = 40  # the check column: wider than every check's name, so rows printed as they finish line up
 
 
 @dataclass
@@ -165,7 +166,8 @@ def chemical_lm_steps(out: Path, precision: str) -> str:
 
 
 def run_checks(methods: list[str] | None = None, log: Any = print) -> list[Check]:
-    """Every training check this machine should pass, in order, each isolated: one failure does not stop the rest."""
+    """Every training check this machine should pass, in order, each isolated (one failure does not stop the rest)
+    and logged as its table row (`row`) when it has run."""
     from divrl.testing import build_tiny_model
 
     cases = method_cases()
@@ -185,7 +187,7 @@ def run_checks(methods: list[str] | None = None, log: Any = print) -> list[Check
                     check = Check(label, True, f"{summary}, {time.perf_counter() - started:.1f} s")
                 except Exception as exc:  # the doctor reports every failure and goes on
                     check = Check(label, False, one_line(exc))
-                log(f"{'ok    ' if check.ok else 'FAILED'} {check.name}: {check.detail}")
+                log(row(check))
                 checks.append(check)
         if methods is None:  # the chemical LM is small: fp32 on the CPU, bf16 on CUDA, never quantised
             precision = precisions()[0]
@@ -195,17 +197,17 @@ def run_checks(methods: list[str] | None = None, log: Any = print) -> list[Check
                 check = Check(label, True, f"{summary}, {time.perf_counter() - started:.1f} s")
             except Exception as exc:  # reported like every other check
                 check = Check(label, False, one_line(exc))
-            log(f"{'ok    ' if check.ok else 'FAILED'} {check.name}: {check.detail}")
+            log(row(check))
             checks.append(check)
     return checks
 
 
-def table(checks: list[Check]) -> str:
-    """The closing table: one row per check."""
-    width = max(len(c.name) for c in checks)
-    rows = [f"{'check'.ljust(width)}  result", f"{'-' * width}  ------"]
-    rows += [f"{c.name.ljust(width)}  {'ok' if c.ok else 'FAILED'}: {c.detail}" for c in checks]
-    return "\n".join(rows)
+HEADER = f"{'check'.ljust(NAME_WIDTH)}  result\n{'-' * NAME_WIDTH}  ------"
+
+
+def row(check: Check) -> str:
+    """The table's row of one check, printed as soon as it has run."""
+    return f"{check.name.ljust(NAME_WIDTH)}  {'ok' if check.ok else 'FAILED'}: {check.detail}"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -219,10 +221,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"  {package:<13} {version}")
     for line in devices():
         print(f"  {line}")
-    checks = [c for c in [bitsandbytes_check()] if c is not None]
-    checks += run_checks(args.methods)
     print()
-    print(table(checks))
+    print(HEADER)
+    checks = [c for c in [bitsandbytes_check()] if c is not None]
+    for check in checks:
+        print(row(check))
+    checks += run_checks(args.methods)
     failed = sum(not c.ok for c in checks)
     print(f"\n{len(checks) - failed} passed, {failed} failed")
     return 1 if failed else 0
