@@ -1,6 +1,7 @@
 """divrl as users install it: a wheel built from the checkout, installed without `-e` into a fresh virtual environment,
-imports and trains a dry run from another folder. The editable install the suite runs in maps `divrl` onto src/
-whatever pyproject.toml lists, so it hid a wheel without `divrl.methods` and `divrl.backends` (issue 40)."""
+imports and trains the README's dry run, a shipped recipe by name, from an empty folder (issue 60). The editable install
+the suite runs in maps `divrl` onto src/ whatever pyproject.toml lists, so it hid a wheel without `divrl.methods` and
+`divrl.backends` (issue 40), and a wheel without the recipes (issue 60)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "divrl"
-RECIPE = ROOT / "recipes" / "embedded-cpu" / "hypospace-boolean" / "ips.yaml"
+RECIPES = ROOT / "recipes"
+README_DRY_RUN = ["train", "embedded-cpu/hypospace-boolean/ips", "--dry_run", "true"]  # README, "Install ..."
 
 
 def _modules_of_the_checkout() -> set[str]:
@@ -35,7 +37,8 @@ def _run(command: list[str | Path], cwd: Path, env: dict[str, str] | None = None
 @pytest.mark.slow
 def test_the_wheel_installs_without_editable_mode_and_trains_a_dry_run(tmp_path: Path) -> None:
     # Build from a copy of the packaging inputs: setuptools writes build/ and *.egg-info beside its sources, and the
-    # checkout is shared. No build isolation, no index: the venv's setuptools, nothing downloaded.
+    # checkout is shared. No build isolation, no index: the venv's setuptools, nothing downloaded. The copy follows
+    # src/divrl/recipes, the link to recipes/, as an sdist does.
     source = tmp_path / "source"
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
     shutil.copytree(ROOT / "src", source / "src", ignore=skip)
@@ -46,6 +49,9 @@ def test_the_wheel_installs_without_editable_mode_and_trains_a_dry_run(tmp_path:
     (wheel,) = (tmp_path / "wheel").glob("divrl-*.whl")
     missing = _modules_of_the_checkout() - set(zipfile.ZipFile(wheel).namelist())
     assert not missing, f"the wheel lacks {sorted(missing)}: list their packages in pyproject.toml"
+    recipes = {f"divrl/recipes/{p.relative_to(RECIPES).as_posix()}" for p in RECIPES.rglob("*.yaml")}
+    missing = {*recipes, "divrl/recipes/README.md", "divrl/help_index.json"} - set(zipfile.ZipFile(wheel).namelist())
+    assert len(recipes) > 100 and not missing, f"the wheel lacks {sorted(missing)[:5]}: see package-data"
 
     # A fresh venv gets divrl from the wheel only (pip runs for it with --python: its console script then starts
     # the fresh venv's interpreter); the dependencies come from this interpreter's site-packages through a .pth
@@ -72,9 +78,16 @@ def test_the_wheel_installs_without_editable_mode_and_trains_a_dry_run(tmp_path:
     checkout = {ROOT, PACKAGE, ROOT / "src"}
     assert not [p for p in seen["path"] if p and Path(p).resolve() in checkout], seen["path"]
 
-    _run([venv / "bin" / "divrl", "train", RECIPE, "--dry_run", "true", "--output_dir", "out"], cwd=elsewhere, env=env)
+    assert not list(elsewhere.iterdir())
+    _run([venv / "bin" / "divrl", *README_DRY_RUN, "--output_dir", "out"], cwd=elsewhere, env=env)
     state = json.loads((elsewhere / "out" / "dry-run" / "trainer_state.json").read_text())
     assert state["global_step"] == 1
+    _run([venv / "bin" / "divrl", "recipes", "copy", README_DRY_RUN[1]], cwd=elsewhere, env=env)
+    assert (elsewhere / "ips.yaml").read_bytes() == (RECIPES / f"{README_DRY_RUN[1]}.yaml").read_bytes()
+    # The help reads the index shipped with the installed sources (not the live registry, which imports torch).
+    probe = ("import json; from divrl.settings_help import HELP_INDEX, sources_digest; "
+             "print(json.loads(HELP_INDEX.read_text())['sources'] == sources_digest())")
+    assert _run([python, "-c", probe], cwd=elsewhere, env=env).split()[-1] == "True"
 
     # The chemical LM ships inside the wheel and loads by its embedded name, from the installed package.
     shipped = {f"divrl/embedded/smiles-clm/{name}" for name in ("model.safetensors", "config.json", "tokenizer.json",
