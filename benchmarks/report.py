@@ -23,7 +23,7 @@ SUPERSEDED = {
 # follows its known fragment; any other fragment follows alphabetically at the end.
 ORDER = ("demo", "toy", "toy_methods", "toy_flowrl", "toy_entropy_control", "flat_group_residue", "trainer_overhead",
          "population_overhead", "verifier_throughput", "molecule_scoring", "clm_prior", "clm_speed", "cpu_step",
-         "gpu_step", "eval_time",
+         "gpu_step", "eval_time", "help_time",
          "sft_step", "unit_throughput",
          "molecules_v4", "molecules_v4_pilots",
          "hypospace_recovery_v3_voxel", "v3_pilots", "hypospace_recovery_v2", "hypospace_recovery_v2_voxel",
