@@ -43,7 +43,7 @@ def test_an_unknown_name_is_one_line_naming_close_ones(tmp_path: Path, monkeypat
     monkeypatch.chdir(tmp_path)
     assert cli_main(["train", "embedded-cpu/hypospace-boolen/ips", "--dry_run", "true"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert "'embedded-cpu/hypospace-boolen/ips' is neither a file nor a shipped recipe" in line
+    assert "recipe file 'embedded-cpu/hypospace-boolen/ips' does not exist and is no shipped recipe's name" in line
     assert f"close names: {NAME}," in line and str(RECIPES / "README.md") in line and "divrl recipes" in line
 
 

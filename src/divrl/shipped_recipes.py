@@ -41,7 +41,7 @@ def unknown_recipe(name: str) -> ValueError:
     key = name.removeprefix(FOLDER).removesuffix(SUFFIX)
     close = difflib.get_close_matches(key, recipe_names(), n=CLOSE_NAMES, cutoff=0.6)
     hint = f"; close names: {', '.join(close)}" if close else ""
-    return ValueError(f"recipe {name!r} is neither a file nor a shipped recipe{hint} ({where_to_look()})")
+    return ValueError(f"recipe file {name!r} does not exist and is no shipped recipe's name{hint} ({where_to_look()})")
 
 
 def resolve_recipe(name_or_path: str) -> str:
