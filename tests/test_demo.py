@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,22 @@ def test_the_run_is_read_against_the_committed_result_of_its_own_settings(tmp_pa
     other = evidence_lines({**settings, "steps": 99}, 42, numbers, _committed(tmp_path, settings))
     assert "differ in steps" in other[-1] and not any(line.startswith("| ips") for line in other)
     assert "demo_seeds.py` writes it" in evidence_lines(settings, 42, numbers, tmp_path / "absent.json")[-1]
+
+
+def test_the_toy_phase_does_not_warn_about_the_entropy_target_it_chose_itself(caplog: pytest.LogCaptureFixture) -> None:
+    from divrl.toy.cli import build_env
+    from divrl.toy.options import ENV_DEFAULTS
+    from divrl.toy.overview import overview_config
+    from divrl.toy.runner import TrainConfig, train
+
+    env, steps, logger = build_env("bandit", {}), 150, "divrl.methods.maxent_entropy"  # seed 42 warns at step 115
+
+    def maxent_warnings() -> list[str]:
+        return [record.getMessage() for record in caplog.records if record.name == logger]
+
+    with caplog.at_level(logging.WARNING, logger=logger):
+        train(env, "maxent", replace(TrainConfig(**ENV_DEFAULTS["bandit"]), steps=steps), [42])
+        assert any("far below its target" in message for message in maxent_warnings())  # the toy's own target
+        caplog.clear()
+        train(env, "maxent", overview_config("bandit", steps), [42])
+    assert maxent_warnings() == []
