@@ -100,8 +100,9 @@ def valid_share(env: TabularEnv, dist: torch.Tensor) -> torch.Tensor:
 def per_seed(run: MethodRun, cfg: TrainConfig) -> dict[str, list[float]]:
     """Entropy and coefficient numbers of each seed: first, final (last 10 steps), lowest, largest alpha."""
     entropy, alpha = run.curves["token_entropy"], run.curves["entropy_alpha"]
-    target = cfg.maxent_entropy_target
-    targets = entropy[:, 0] * cfg.maxent_entropy_auto_scale if target == "auto" else np.full(len(entropy), target)
+    target = cfg.method_value("maxent_entropy_target")
+    targets = (entropy[:, 0] * cfg.method_value("maxent_entropy_auto_scale") if target == "auto"
+               else np.full(len(entropy), target))
     return {"entropy_start": entropy[:, 0], "target": targets, "entropy_final": entropy[:, -10:].mean(1),
             "entropy_min": entropy.min(1), "alpha_max": alpha.max(1)}
 

@@ -91,7 +91,7 @@ def check_schema(doc: dict, env: str, methods: list[str], steps: int, metrics: s
     assert set(doc) == ({"env", "config", "target", "methods"} if env != "ideas" else {"env", "config", "methods"})
     assert doc["env"] == env and list(doc["methods"]) == methods
     for summary in doc["methods"].values():
-        assert set(summary) == {"final", "curves"}
+        assert set(summary) == {"settings", "final", "curves"}
         assert set(summary["final"]) == set(summary["curves"]) == metrics
         for name, stat in summary["final"].items():
             assert set(stat) == {"mean", "std"}
@@ -147,7 +147,7 @@ def test_old_flags_still_work_with_a_warning(capsys):
     assert "--count-coef is deprecated, use --count-bonus-coef" in capsys.readouterr().err
     new = train_config(parser.parse_args([*common, "--count-bonus-coef", "0.7", "--population-top-m", "2"]))
     assert capsys.readouterr().err == ""
-    assert old == new and (new.count_bonus_coef, new.population_top_m) == (0.7, 2)
+    assert old == new and (new.method_fields["count_bonus_coef"], new.method_fields["population_top_m"]) == (0.7, 2)
 
 
 def test_method_flags_are_the_registry_fields_and_load_it_only_for_toy() -> None:
@@ -203,3 +203,17 @@ def test_a_flag_the_methods_label_overrides_is_refused(capsys, tmp_path):
     assert code == 2
     assert "--divergence 'js' has no effect with --methods fkl, which sets divergence to 'forward_kl'" in err
     assert not (tmp_path / "metrics.json").exists()
+
+
+def test_metrics_json_records_each_methods_own_settings(capsys, tmp_path):
+    # The labels decide divergence per method: fkl runs forward KL, js runs JS, and the run-wide config claims neither.
+    code, _, _ = run_cli(capsys, "--env", "bandit", "--methods", "grpo,fkl,js", "--seeds", "1", "--steps", "2",
+                         "--divergence-coef", "0.3", "--out", str(tmp_path), "--quiet", "--no-plots")
+    assert code == 0
+    doc = json.loads((tmp_path / "metrics.json").read_text())
+    assert "divergence" not in doc["config"] and "cov_method" not in doc["config"] and "ips" not in doc["config"]
+    assert doc["config"]["divergence_coef"] == 0.3
+    settings = {method: summary["settings"] for method, summary in doc["methods"].items()}
+    assert settings["fkl"]["divergence"] == "forward_kl" and settings["js"]["divergence"] == "js"
+    assert settings["fkl"]["divergence_coef"] == settings["js"]["divergence_coef"] == 0.3
+    assert "divergence" not in settings["grpo"]

@@ -1,5 +1,6 @@
 """Toy FlowRL: the wiring of core.trajectory_balance_loss, its large-group fixed points and the CLI."""
 
+import dataclasses
 import json
 import math
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from divrl.cli import main
+from divrl.methods import LossStep
 from divrl.toy.envs import IdeaEnv, make_bandit, make_hypergrid, make_multiplicity_grid
 from divrl.toy.fixed_points import (
     closest_interior_fixed_point,
@@ -17,7 +19,7 @@ from divrl.toy.fixed_points import (
 )
 from divrl.toy.methods import Method
 from divrl.toy.policies import Rollout
-from divrl.toy.runner import TABULAR_METRICS, TrainConfig, Trainer, single_thread, train
+from divrl.toy.runner import TABULAR_METRICS, TrainConfig, Trainer, _toy_loss_context, single_thread, train
 
 BANDIT = make_bandit([1, 2, 3, 4])
 
@@ -73,6 +75,37 @@ def test_trajectory_balance_wiring_matches_a_hand_computation():
     assert {min(max(p[a] / p_old[a], 0.8), 1.2) for a in (0, 1, 3)} == {p[0] / p_old[0], 0.8, 1.2}  # both clips hit
 
 
+def test_toy_flowrl_loss_equals_the_flowrl_method_objects_on_shared_inputs():
+    """The toy cannot run FlowRL's method object, whose log Z is a head over the model's prompt pass (the toy's is one
+    scalar per member and prompt), so it runs `core.trajectory_balance_loss`: given the toy's log Z as its head's
+    output, the method object's `objective_term` is the toy's loss, member by member (variable lengths, pi != pi_old,
+    the importance weight clipped both ways)."""
+    env = make_hypergrid(dim=2, side=5)
+    cfg = TrainConfig(steps=1, group_size=8, lr=0.05, flowrl_beta=2.0)
+    trainer = Trainer(env, Method.parse("flowrl"), cfg, [0, 1])
+    rollout = trainer._sample(trainer.params, trainer.batch)
+    old = trainer.policy.evaluate(trainer.params, rollout)[0].detach()
+    noise = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        trainer.params["logits"].add_(torch.randn(trainer.params["logits"].shape, generator=noise))
+        trainer.log_z.copy_(torch.tensor([[0.5], [-1.0]]))
+    logp, ref = (trainer.policy.evaluate(params, rollout)[0] for params in (trainer.params, trainer.reference))
+    advantages = torch.randn(2, 8, generator=noise)
+    toy = trainer.trajectory_balance(rollout, logp, old, ref.detach(), advantages)
+    weights = (logp - old).sum(-1).exp()
+    assert (weights < 0.8).any() and (weights > 1.2).any() and (rollout.lengths.min() < rollout.lengths.max())
+    context = dataclasses.replace(_toy_loss_context(cfg), causal_lm=lambda model: None)
+    for member in range(2):
+        flowrl = trainer.member_methods[member]["flowrl"]
+        flowrl.head = lambda pooled, member=member: trainer.log_z[member, 0].expand(len(pooled))
+        flowrl._pooled_prompts = lambda *_: torch.zeros(8, 1)  # the prompt pass the toy has no model for
+        inputs = {"advantages": advantages[member], "old_per_token_logps": old[member],
+                  "ref_per_token_logps": ref[member].detach(), "prompt_ids": None, "prompt_mask": None}
+        step = LossStep(context=context, model=None, inputs=inputs, per_token_logps=logp[member], entropies=None,
+                        mask=rollout.mask[member].float(), entropy_mask=None, accumulation=1.0, mode="train")
+        assert torch.allclose(flowrl.objective_term(step), toy[member], rtol=1e-6)
+
+
 def test_ideas_learn_one_log_z_per_prompt():
     env = IdeaEnv()
     cfg = TrainConfig(steps=1, group_size=4, lr=3e-4)
@@ -87,7 +120,7 @@ def test_ideas_learn_one_log_z_per_prompt():
     trainer.trajectory_balance(rollout, logp.detach(), logp.detach(), ref_logp, r_hat).sum().backward()
     # d loss / d log Z[m, j] = 2 / N * sum of the residuals of member m's samples of prompt j (weight 1 on-policy)
     residual = (trainer.log_z.detach()[:, rollout.states] + (logp.detach() - ref_logp).sum(-1) / env.dim
-                - cfg.flowrl_beta * r_hat)
+                - trainer.method_args.flowrl_beta * r_hat)
     expected = torch.stack([2 * residual[:, rollout.states == j].sum(1) for j in range(env.num_prompts)], 1)
     assert torch.allclose(trainer.log_z.grad, expected / rollout.states.numel(), rtol=1e-4, atol=1e-5)
 
@@ -172,6 +205,7 @@ def test_cli_runs_flowrl_with_beta(capsys, tmp_path):
     assert code == 0
     doc = json.loads((tmp_path / "metrics.json").read_text())
     assert list(doc["methods"]) == ["grpo", "flowrl"] and doc["config"]["flowrl_beta"] == 0.5
+    assert doc["methods"]["flowrl"]["settings"]["flowrl_beta"] == 0.5 and doc["methods"]["flowrl"]["settings"]["flowrl"]
     assert main(["toy", "--env", "bandit", "--methods", "flowrl", "--flowrl-beta", "-1", "--out",
                  str(tmp_path / "bad"), "--quiet"]) == 2
     assert "--flowrl-beta must be > 0, got -1.0" in capsys.readouterr().err

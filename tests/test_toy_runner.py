@@ -280,10 +280,21 @@ def test_cov_components_pick_tokens_by_covariance_and_klcov_needs_a_reused_batch
     rollout = fixed_rollout([0, 1, 2, 3])
     logp = trainer.policy.evaluate(trainer.params, rollout)[0].detach() + torch.tensor([0.0, 0.0, 0.0, 1.0])[:, None]
     advantages = torch.tensor([[-1.0, -0.5, 0.5, 1.0]])
-    picked = trainer._cov_tokens(logp, logp, advantages, rollout.mask)
-    assert picked.squeeze(-1).tolist() == [[False, False, False, True]]  # the likeliest sample with A > 0
+    picked = trainer.member_methods[0]["cov"].select(logp[0], advantages[0], rollout.mask[0])  # what update runs
+    assert picked.squeeze(-1).tolist() == [False, False, False, True]  # the likeliest sample with A > 0
     run = train(BANDIT, "clip-cov", TrainConfig(steps=3, group_size=8, lr=0.05, cov_ratio=0.5), [0])
     assert np.isfinite(run.curves["l1_to_target"]).all()
+
+
+def test_clip_cov_draws_a_seeds_tokens_with_that_seeds_generator():
+    # Clip-Cov's method object draws its tokens at random; with torch's global generator (the LLM trainer's) a seed's
+    # draws would depend on the seeds drawn before it in the batch.
+    env = make_hypergrid(dim=2, side=5)
+    cfg = TrainConfig(steps=12, group_size=8, lr=0.05, cov_ratio=0.3, cov_clip_bounds=[-1.0, 1.0])
+    pair, alone = train(env, "clip-cov", cfg, [7, 8]), train(env, "clip-cov", cfg, [8])
+    assert np.allclose(alone.curves["l1_to_target"][0], pair.curves["l1_to_target"][1], atol=1e-6)
+    grpo = train(env, "grpo", cfg, [8])
+    assert not np.allclose(alone.curves["l1_to_target"][0], grpo.curves["l1_to_target"][0])  # it detaches tokens
 
 
 def test_clip_higher_acts_only_on_a_reused_batch_and_top_entropy_keeps_the_top_tokens():
@@ -373,12 +384,14 @@ def test_ideas_log_distinct_outcomes_per_group():
 
 def test_entropy_alpha_is_recorded_and_moves_only_below_target():
     cfg = TrainConfig(steps=3, group_size=4, lr=3e-4)  # target 1.0: below the initial per-coordinate entropy
-    maxent = train(IdeaEnv(), "maxent", cfg, [0, 1]).curves
-    assert (maxent["token_entropy"] > cfg.maxent_entropy_target).all() and (maxent["entropy_alpha"] == 0).all()
+    maxent = train(IdeaEnv(), "maxent", cfg, [0, 1])
+    assert (maxent.curves["token_entropy"] > maxent.settings["maxent_entropy_target"]).all()
+    assert (maxent.curves["entropy_alpha"] == 0).all()
     high = TrainConfig(steps=3, group_size=4, lr=3e-4, maxent_entropy_target=3.0)
-    curves = train(IdeaEnv(), "maxent", high, [0, 1]).curves
+    run = train(IdeaEnv(), "maxent", high, [0, 1])
+    curves, settings = run.curves, run.settings
     assert (np.diff(curves["entropy_alpha"], axis=1) > 0).all()  # entropy below target: alpha grows every step
-    alpha_after_one = high.maxent_alpha_lr * (high.maxent_entropy_target - curves["token_entropy"][:, 0])
+    alpha_after_one = settings["maxent_alpha_lr"] * (settings["maxent_entropy_target"] - curves["token_entropy"][:, 0])
     assert np.allclose(curves["entropy_alpha"][:, 0], alpha_after_one, atol=1e-6)
     assert (train(IdeaEnv(), "grpo", high, [0]).curves["entropy_alpha"] == 0).all()  # no controller without maxent
 

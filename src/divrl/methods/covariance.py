@@ -50,6 +50,9 @@ class Covariance(Method):
     stage = Stage.LOSS
     order = 20
     Config = CovarianceConfig
+    # What Clip-Cov draws its tokens with: None, torch's global generator (the LLM trainer); the toy backend gives
+    # each policy its seed's generator, so a seed's run does not depend on the other seeds sharing its batch.
+    generator: torch.Generator | None = None
 
     @classmethod
     def enabled(cls, args: Any) -> bool:
@@ -100,7 +103,7 @@ class Covariance(Method):
         old = inputs.get("old_per_token_logps")
         log_ratio = per_token_logps.detach() - (per_token_logps.detach() if old is None else old)
         clipped = ppo_clipped(advantages, log_ratio, context.epsilon_low, context.epsilon_high)
-        selected = self.select(per_token_logps, advantages, mask, clipped)
+        selected = self.select(per_token_logps, advantages, mask, clipped, self.generator)
         _log_selection(context, selected, mask)
         return torch.where(selected, per_token_logps.detach(), per_token_logps)
 

@@ -132,14 +132,17 @@ class Divergence(Method):
         self.cursor = (self.cursor + size * accelerator.num_processes) % len(self.rehearsal)
         batch = {k: v.to(accelerator.device) for k, v in batch.items()}
         policy_logps = context.policy_logps(step.model, batch)
-        per_token = self.on_reference_samples(policy_logps, batch["ref_logps"].to(policy_logps.dtype))
-        return self._term(step, per_token, batch["completion_mask"], "train")
+        return self.reference_samples_term(step, policy_logps, batch["ref_logps"].to(policy_logps.dtype),
+                                           batch["completion_mask"])
 
-    def on_reference_samples(self, policy_logps: torch.Tensor, reference_logps: torch.Tensor) -> torch.Tensor:
-        """The per-token divergence estimated on completions sampled from the reference (the DPH-RL paper's
-        estimator): the rehearsal rows here, the reference's own samples in the toy backend."""
-        return per_token_divergence(policy_logps, reference_logps, self.args.divergence, "reference",
-                                    self.args.divergence_alpha)
+    def reference_samples_term(self, step: LossStep, policy_logps: torch.Tensor, reference_logps: torch.Tensor,
+                               mask: torch.Tensor) -> torch.Tensor:
+        """The loss term on completions sampled from the reference (the DPH-RL paper's estimator): the rehearsal rows
+        here, the reference's own samples in the toy backend. `policy_logps` / `reference_logps` are their per-token
+        log-probs under the policy and the reference, `mask` their completion tokens."""
+        per_token = per_token_divergence(policy_logps, reference_logps, self.args.divergence, "reference",
+                                         self.args.divergence_alpha)
+        return self._term(step, per_token, mask, "train")
 
 
 def _behaviour_correction(step: LossStep) -> torch.Tensor | None:

@@ -38,7 +38,8 @@ def _mean_std(per_seed: np.ndarray) -> dict[str, Any]:
 
 
 def summarise(run: MethodRun) -> dict[str, Any]:
-    """{"final": {METRIC: {"mean", "std"}}, "curves": {METRIC: per-step means}} of one method.
+    """{"settings": the fields of the divrl methods it ran, "final": {METRIC: {"mean", "std"}}, "curves": {METRIC:
+    per-step means}} of one method.
 
     "final" is each seed's mean over the last FINAL_WINDOW steps, then mean and std over seeds.
     """
@@ -47,7 +48,7 @@ def summarise(run: MethodRun) -> dict[str, Any]:
         window = values[:, -min(FINAL_WINDOW, values.shape[1]) :]
         final[name] = _mean_std(window.mean(axis=1))
         curves[name] = values.mean(axis=0).tolist()
-    return {"final": final, "curves": curves}
+    return {"settings": run.settings, "final": final, "curves": curves}
 
 
 def metrics_document(

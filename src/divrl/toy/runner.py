@@ -14,12 +14,15 @@ name too (`divrl.toy.methods`). The methods' settings are `DivRLConfig`'s own fi
 checked by the methods' own `validate`. The reward-shaping and advantage components (ips, qd, maxent's
 novelty and length bins, count, unlikely, passk, zero flat groups) run the LLM trainer's own method objects
 (`divrl.methods`), one set per member, in the trainer's order, so the toy is an executable specification of the
-trainer's REWARD and ADVANTAGE stages. On the loss side the toy policies keep their own per-member loss, with the
-methods' pieces: maxent's entropy term is its method object driving an `EntropyBonus` through the object's own
-`before_loss` / `loss_term` on a toy `LossContext` (TRL's part of the rule, which TRL's loss runs in the trainer, is
-`divrl.toy.trl_entropy`), the divergence on reference samples (fkl / js) and the Clip-Cov / KL-Cov token selection are
-their method objects'; FlowRL, REINVENT (`reinvent`) and the population use `divrl.core` directly (the two TRL
-levers mirror TRL's own code, which the trainers run).
+trainer's REWARD and ADVANTAGE stages. On the loss side the toy policies keep TRL's part of the loss (the clipped
+surrogate, its reverse-KL and entropy terms, TRL's two levers), and each member's LOSS and OBJECTIVE method objects
+add theirs on a toy `LossContext`, as in the trainer: Clip-Cov's `edit_loss_logps`, KL-Cov's `loss_term`, the
+divergence's `reference_samples_term` (fkl / js, on samples drawn once from the initial policy) and REINVENT's
+`objective_term`; maxent's entropy term is its method object driving an `EntropyBonus` through the object's own
+`before_loss` / `loss_term` (TRL's part of the rule, which TRL's loss runs in the trainer, is
+`divrl.toy.trl_entropy`). FlowRL's method object needs the model's log Z head, so the toy runs its loss,
+`divrl.core.trajectory_balance_loss`, with one learnable log Z scalar per member and prompt; the population uses
+`divrl.core` directly. The methods' settings are read one way: from the run's resolved `toy_method_args`.
 All seeds (and population members) train together as one batch of independent policies, each seed
 with its own random generator, so a seed's run does not depend on which other seeds share the batch.
 """
@@ -52,13 +55,11 @@ from divrl.core import (
     outcome_entropy,
     per_token_divergence,
     perturb_relative_,
-    ppo_clipped,
     select_top,
     selection_scores,
     trajectory_balance_loss,
 )
 from divrl.core.ips import distinct_outcomes_per_group
-from divrl.core.reinvent import augmented_likelihood_residual
 from divrl.methods import (
     REGISTRY,
     AdvantageStep,
@@ -68,7 +69,6 @@ from divrl.methods import (
     Stage,
     active,
     config_classes,
-    group_scaled,
     presets_of,
 )
 from divrl.methods._fields import Unset
@@ -128,8 +128,8 @@ class ToyOptions:
 class TrainConfig(ToyOptions):
     """A toy run's settings: the toy's own options and, as keywords, any registered divrl method field by its
     `DivRLConfig` name but those the toy derives (TOY_DERIVED), never reads (TOY_INERT) or lets a `--methods` label
-    switch on (`labelled_switches`); `cfg.<method field>` reads the value the field takes where its method is on
-    (`method_value`). The methods' own `validate` checks the fields."""
+    switch on (`labelled_switches`). A run reads the method fields from `toy_method_args` only, which resolves them
+    (`method_value`) with its components' variants over them; the methods' own `validate` checks them."""
 
     def __init__(self, *args: Any, **values: Any) -> None:
         own = {spec.name for spec in fields(ToyOptions)}
@@ -179,11 +179,6 @@ class TrainConfig(ToyOptions):
                                        f"{' or '.join(switches[name])} turns it on" for name in switched))
         toy_method_args(None, Method(name="grpo"), self)  # the methods' own checks of the fields, every method off
 
-    def __getattr__(self, name: str) -> Any:
-        if name in method_fields():
-            return self.method_value(name)
-        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
-
     def method_value(self, name: str) -> Any:
         """Method field `name` where its method is on: as set for the run, else the toy's value
         (`TOY_METHOD_DEFAULTS`), else its method's preset (`presets_of`), else its `DivRLConfig` default."""
@@ -193,9 +188,12 @@ class TrainConfig(ToyOptions):
         return _default(method_fields()[name])
 
     def record(self) -> dict[str, Any]:
-        """The run's settings for metrics.json: the toy's options, then every method field's `method_value`."""
+        """The settings of all the runs for metrics.json: the toy's options, then the `method_value` of every method
+        field but those each run's `--methods` labels decide (`label_decided`: a run's own are its
+        `MethodRun.settings`)."""
         own = {spec.name: getattr(self, spec.name) for spec in fields(ToyOptions) if spec.name != "method_fields"}
-        return own | {name: self.method_value(name) for name in method_fields()}
+        decided = label_decided()
+        return own | {name: self.method_value(name) for name in method_fields() if name not in decided}
 
 
 def option_flag(name: str) -> str:
@@ -210,6 +208,12 @@ def labelled_switches() -> dict[str, list[str]]:
     labels = method_labels()
     return {method.switch: labels[method.name] for method in REGISTRY.values()
             if method.switch and method.name in labels and get_type_hints(method.Config).get(method.switch) is bool}
+
+
+def label_decided() -> set[str]:
+    """The method fields a run's `--methods` labels decide: the switches they turn on and their variants' settings
+    (fkl: divergence 'forward_kl', clip-cov: cov_method 'clip_cov')."""
+    return set(labelled_switches()) | {name for component in components().values() for name in component.settings}
 
 
 def method_labels() -> dict[str, list[str]]:
@@ -239,6 +243,7 @@ class MethodRun:
     method: str
     seeds: list[int]
     curves: dict[str, np.ndarray]
+    settings: dict[str, Any] = field(default_factory=dict)  # the resolved fields of the divrl methods it ran
     final_distribution: np.ndarray | None = None  # tabular: (seeds, O), mean over the final window
     complexity_early: np.ndarray | None = None  # ideas: ||x|| of the first window's ideas, seeds pooled
     complexity_late: np.ndarray | None = None
@@ -257,9 +262,9 @@ class Trainer:
         self.members = args.population_size if args.population else 1
         num = len(seeds) * self.members
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        member_generators = [g for g in self.generators for _ in range(self.members)]  # each member's seed's
         if isinstance(env, IdeaEnv):
-            inits = [g for g in self.generators for _ in range(self.members)]
-            self.policy: Policy = IdeaPolicy(env, num, inits)
+            self.policy: Policy = IdeaPolicy(env, num, member_generators)
             self.batch = env.num_prompts * cfg.group_size
         else:
             self.policy = TabularPolicy(env, num)
@@ -277,6 +282,9 @@ class Trainer:
         hooks = TaskHooks(behavior_dims=len(env.archive_dims))
         self.member_methods = [{m.name: m(self.method_args, hooks) for m in active(self.method_args)}
                                for _ in range(num)]
+        for methods, generator in zip(self.member_methods, member_generators, strict=True):
+            if "cov" in methods:  # Clip-Cov draws its tokens with the member's seed's generator
+                methods["cov"].generator = generator
         # maxent: each member's MaxEnt entropy method object (None without it) and the loss context it drives TRL's
         # entropy bonus through (TRL's part of the rule: `divrl.toy.trl_entropy`)
         self.entropy_methods = [self._entropy_method(methods) for methods in self.member_methods]
@@ -361,14 +369,6 @@ class Trainer:
             self._keys = (rollout, keys)
         return self._keys[1]
 
-    def _descriptors(self, rollout: Rollout) -> torch.Tensor:
-        if isinstance(self.env, IdeaEnv):
-            return self.env.behaviour(rollout.outcomes)
-        return self.env.descriptors[rollout.outcomes]
-
-    def _embeddings(self, rollout: Rollout) -> torch.Tensor:
-        return rollout.outcomes if isinstance(self.env, IdeaEnv) else self.env.descriptors[rollout.outcomes]
-
     def _lengths(self, rollout: Rollout) -> torch.Tensor:
         if isinstance(self.env, IdeaEnv):
             return rollout.outcomes.norm(dim=-1)  # complexity stands in for thinking length
@@ -448,28 +448,18 @@ class Trainer:
         """
         log_z = self.log_z[:, self._prompt_ids(rollout)]  # (P, N)
         loss = trajectory_balance_loss(log_z.flatten(), logp.sum(-1).flatten(), ref_logp.sum(-1).flatten(),
-                                       rollout.lengths.flatten(), advantages.flatten(), self.cfg.flowrl_beta,
+                                       rollout.lengths.flatten(), advantages.flatten(), self.method_args.flowrl_beta,
                                        old_logp.sum(-1).flatten(), self.cfg.clip)
         return loss.view_as(advantages).mean(-1)
-
-    def augmented_likelihood(self, logp: torch.Tensor, ref_logp: torch.Tensor, shaped: torch.Tensor) -> torch.Tensor:
-        """REINVENT's loss per member (P,): `core.augmented_likelihood_residual` squared, averaged over the member's
-        samples; S = the shaped rewards (with IPS divided by the group size, as the LLM trainer's `reinvent`)."""
-        scores = shaped / self.cfg.group_size if group_scaled(self.method_args) else shaped
-        residual = augmented_likelihood_residual(logp.sum(-1).flatten(), ref_logp.sum(-1).flatten(),
-                                                 scores.flatten(), self.method_args.reinvent_sigma)
-        return residual.pow(2).view_as(shaped).mean(-1)
 
     def update(self, rollout: Rollout, advantages: torch.Tensor, shaped: torch.Tensor) -> torch.Tensor:
         """Clipped policy-gradient (or flowrl: trajectory-balance; reinvent: augmented-likelihood) steps with the
         divergence and entropy terms; returns the batch's mean token entropy per member (P,) before the update."""
-        cfg, method, policy = self.cfg, self.method, self.policy
+        cfg, method, policy, args = self.cfg, self.method, self.policy, self.method_args
         mask = rollout.mask
-        reverse_kl = cfg.kl_coef > 0 and self.method_args.divergence is None
-        cov = self.method_args.cov_method
-        flowrl, reinvent = self.method_args.flowrl, self.method_args.reinvent
+        reverse_kl = cfg.kl_coef > 0 and args.divergence is None
         ref_logp = None
-        if reverse_kl or flowrl or reinvent:
+        if reverse_kl or args.flowrl or args.reinvent:
             with torch.no_grad():
                 ref_logp = policy.evaluate(self.reference, rollout)[0]
         entropy_coef = cfg.entropy_coef + torch.tensor([self._entropy_coefficient(p) for p in range(len(mask))])
@@ -480,15 +470,18 @@ class Trainer:
             if step == 0:  # on-policy: the first pass gives the sampling policy's log-probs
                 old_logp, entropy = logp.detach(), member_entropy.detach()
                 self._first_pass = (token_entropy.detach(), mask)
-            selected = self._cov_tokens(logp, old_logp, advantages, mask) if cov else None
-            if cov == "clip_cov":
-                logp = torch.where(selected, logp.detach(), logp)
-            if flowrl:
+            inputs = {"advantages": advantages, "completion_mask": mask.float(), "old_per_token_logps": old_logp,
+                      "ref_per_token_logps": ref_logp, "divrl_rewards": shaped}
+            if args.cov_method == "clip_cov":
+                logp = torch.stack([methods["cov"].edit_loss_logps(self.loss_contexts[p], self._member(inputs, p),
+                                                                   logp[p])
+                                    for p, methods in enumerate(self.member_methods)])
+            steps = [(methods, self._loss_step(p, logp, inputs)) for p, methods in enumerate(self.member_methods)]
+            if args.flowrl:
                 assert ref_logp is not None
                 loss = self.trajectory_balance(rollout, logp, old_logp, ref_logp, advantages)
-            elif reinvent:
-                assert ref_logp is not None
-                loss = self.augmented_likelihood(logp, ref_logp, shaped)
+            elif args.reinvent:
+                loss = torch.stack([methods["reinvent"].objective_term(member) for methods, member in steps])
             else:
                 ratio = torch.exp(logp - old_logp)
                 upper = cfg.clip_high if "clip-higher" in method else cfg.clip
@@ -502,16 +495,30 @@ class Trainer:
                 loss = loss + cfg.kl_coef * self._per_member_mean(kl, mask)
             elif self.ref_rollout is not None:
                 logp_on_ref = policy.evaluate(self.params, self.ref_rollout)[0]
-                divergence = self.member_methods[0]["divergence"]  # elementwise: one object serves every member
-                div = divergence.on_reference_samples(logp_on_ref, self.ref_logp)
-                loss = loss + cfg.divergence_coef * self._per_member_mean(div, self.ref_rollout.mask)
-            if cov == "kl_cov":
-                loss = loss + cfg.cov_kl_coef * self._per_member_mean((logp - old_logp).abs() * selected, mask)
+                loss = loss + torch.stack([methods["divergence"].reference_samples_term(
+                    member, logp_on_ref[p], self.ref_logp[p], self.ref_rollout.mask[p])
+                    for p, (methods, member) in enumerate(steps)])
+            if args.cov_method == "kl_cov":
+                loss = loss + torch.stack([methods["cov"].loss_term(member) for methods, member in steps])
             loss = loss - entropy_coef * member_entropy
             self.optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()
             self.optimizer.step()
+        for context in self.loss_contexts:
+            context.metrics.clear()  # the toy records its own curves
         return entropy
+
+    @staticmethod
+    def _member(inputs: dict[str, torch.Tensor | None], member: int) -> dict[str, torch.Tensor]:
+        """One member's slice of the batch's (P, ...) loss inputs (those present)."""
+        return {name: value[member] for name, value in inputs.items() if value is not None}
+
+    def _loss_step(self, member: int, logp: torch.Tensor, inputs: dict[str, torch.Tensor | None]) -> LossStep:
+        """The `LossStep` a member's LOSS and OBJECTIVE method objects read: its batch is one trainer micro-batch,
+        every update one optimizer step (no gradient accumulation)."""
+        return LossStep(context=self.loss_contexts[member], model=None, inputs=self._member(inputs, member),
+                        per_token_logps=logp[member], entropies=None, mask=inputs["completion_mask"][member],
+                        entropy_mask=None, accumulation=1.0, mode="train")
 
     def _high_entropy_tokens(self, token_entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Per member, its tokens whose entropy is at or above the (1 - top_entropy_quantile) quantile of its
@@ -521,18 +528,6 @@ class Trainer:
             threshold = torch.quantile(token_entropy[p][mask[p] > 0], 1 - self.cfg.top_entropy_quantile)
             keep[p] = (token_entropy[p] >= threshold).float()
         return keep
-
-    @torch.no_grad()
-    def _cov_tokens(self, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
-                    ) -> torch.Tensor:
-        """Per member, the tokens its Clip-Cov / KL-Cov method object selects over the member's batch (Clip-Cov: PPO's
-        clipped tokens excluded, the member's seed drawing): (P, N, T) booleans."""
-        cfg = self.cfg
-        clipped = ppo_clipped(advantages.flatten(), (logp - old_logp).flatten(0, 1), cfg.clip, cfg.clip
-                              ).view_as(logp)
-        generators = (g for g in self.generators for _ in range(self.members))
-        return torch.stack([methods["cov"].select(logp[p], advantages[p], mask[p], clipped[p], generator)
-                            for p, (methods, generator) in enumerate(zip(self.member_methods, generators))])
 
     @torch.no_grad()
     def population_step(self, rollout: Rollout, rewards: torch.Tensor) -> None:
@@ -763,6 +758,7 @@ def _train(
     names = TABULAR_METRICS if tabular else IDEA_METRICS
     history: dict[str, list[list[object]]] = {name: [[] for _ in seeds] for name in names}
     window = min(FINAL_WINDOW, cfg.steps)
+    pass_k = cfg.method_value("passk")  # the pass_at_k metric's k, --passk, whether or not the passk method is on
     final_dist = torch.zeros(len(seeds), env.num_outcomes, dtype=torch.float64) if tabular else None
     early: list[torch.Tensor] = []
     late: list[torch.Tensor] = []
@@ -777,7 +773,7 @@ def _train(
             if tabular:
                 assert member_dists is not None and final_dist is not None
                 seed_dist = member_dists.mean(0).double()  # the population's mixture for pop
-                values = _tabular_metrics(env, seed_dist, outcomes, cfg.passk)
+                values = _tabular_metrics(env, seed_dist, outcomes, pass_k)
                 if step >= cfg.steps - window:
                     final_dist[s] += seed_dist / window
             else:
@@ -794,10 +790,13 @@ def _train(
         if progress is not None:
             progress(step + 1, cfg.steps)
     curves = {name: np.asarray(values, dtype=float) for name, values in history.items()}
+    args = trainer.method_args
     return MethodRun(
         method=method.name,
         seeds=list(seeds),
         curves=curves,
+        settings={spec.name: getattr(args, spec.name) for active_method in active(args)
+                  for spec in fields(active_method.Config)},
         final_distribution=None if final_dist is None else final_dist.numpy(),
         complexity_early=torch.cat(early).numpy() if early else None,
         complexity_late=torch.cat(late).numpy() if late else None,
