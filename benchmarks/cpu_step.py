@@ -90,7 +90,7 @@ def build_trainer(arm: str, args: argparse.Namespace, task: Any, dataset: Any, o
         per_device_train_batch_size=args.num_generations,
         num_generations=args.num_generations,
         max_completion_length=args.completion_length,
-        gradient_checkpointing=False,
+        activation_checkpointing=False,
         bf16=False,
         use_cpu=True,
         max_steps=1,

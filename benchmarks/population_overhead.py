@@ -68,7 +68,7 @@ def make_trainer(kind: str, model_dir: Path, out: Path, args: argparse.Namespace
         output_dir=str(out / kind), use_cpu=not cuda, bf16=cuda, per_device_train_batch_size=args.batch,
         num_generations=4, max_completion_length=args.completion_length, max_steps=args.steps,
         learning_rate=1e-4, logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True, seed=0,
-        gradient_checkpointing=False,
+        activation_checkpointing=False,
         # Every completion has the full length: both trainers do the same work per step whatever their
         # policies learn (otherwise step times follow how often each policy happens to stop early).
         generation_kwargs={"min_new_tokens": args.completion_length},

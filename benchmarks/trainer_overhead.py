@@ -103,7 +103,7 @@ def make_trainer(name: str, model_dir: Path, out: Path, args: argparse.Namespace
         output_dir=str(out / name), use_cpu=not cuda, bf16=cuda, per_device_train_batch_size=args.batch,
         num_generations=args.generations, max_completion_length=args.completion_length, max_steps=args.steps,
         learning_rate=1e-4, logging_steps=10**6, report_to=[], save_strategy="no", disable_tqdm=True, seed=0,
-        gradient_checkpointing=False,
+        activation_checkpointing=False,
     )
     common.update(overrides)
     lora = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", lora_dropout=0.0)

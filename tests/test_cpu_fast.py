@@ -85,7 +85,7 @@ def _trainer(model_dir: Path, tmp_path: Path, fast: bool, lora_dropout: float = 
         per_device_train_batch_size=4,
         num_generations=4,
         max_completion_length=8,
-        gradient_checkpointing=False,
+        activation_checkpointing=False,
         bf16=False,
         use_cpu=True,
         report_to=[],
@@ -113,7 +113,7 @@ def _loss_and_grads(trainer, inputs) -> tuple[torch.Tensor, dict[str, torch.Tens
 
 @pytest.mark.parametrize(
     "config",
-    [{}, {"entropy_coef": 0.05, "temperature": 0.7}, {"beta": 0.1}, {"gradient_checkpointing": True}],
+    [{}, {"entropy_coef": 0.05, "temperature": 0.7}, {"beta": 0.1}, {"activation_checkpointing": True}],
 )
 def test_grpo_loss_and_gradients_match_trl(
     tiny_gemma3: Path, tmp_path: Path, config: dict, monkeypatch: pytest.MonkeyPatch
@@ -152,7 +152,7 @@ def test_prompt_sharing_only_where_it_is_exact(tiny_gemma3: Path, tmp_path: Path
     backbone = trainer._causal_lm(trainer.model).base_model
     backbone.train()
     assert cpu_fast._prompt_sharing_allowed(backbone)
-    trainer._causal_lm(trainer.model).gradient_checkpointing_enable()
+    trainer._causal_lm(trainer.model).activation_checkpointing_enable()
     assert not cpu_fast._prompt_sharing_allowed(backbone)
     dropout = _trainer(tiny_gemma3, tmp_path / "dropout", True, lora_dropout=0.1)
     dropout.model.train()

@@ -258,3 +258,28 @@ def test_trainer_construction_and_training_show_no_upstream_deprecations(tiny_qw
         trainer.train()
     shown = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
     assert not [m for m in shown if any(m.startswith(d) for d in UPSTREAM_DEPRECATIONS)], shown
+
+
+def test_divrl_turns_activation_checkpointing_on_and_off_by_transformers_5s_names(tiny_qwen3, tmp_path) -> None:
+    """Fixed at the source, not filtered: DivRLConfig's default and the trainer's own toggle warn of nothing."""
+    import warnings
+
+    from transformers import AutoModelForCausalLM
+
+    from divrl import DivRLConfig
+    from divrl.trainers.divrl_trainer import activation_checkpointing_off
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        config = DivRLConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False)
+        model = AutoModelForCausalLM.from_pretrained(tiny_qwen3)
+        model.activation_checkpointing_enable()
+        with activation_checkpointing_off(model, {"use_reentrant": False}):
+            assert not model.is_activation_checkpointing
+        assert model.is_activation_checkpointing
+    assert config.activation_checkpointing and config.gradient_checkpointing  # GRPOConfig's default, kept
+    assert not DivRLConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False,
+                           activation_checkpointing=False).gradient_checkpointing
+    with pytest.warns(FutureWarning, match="`gradient_checkpointing` is deprecated"):  # the user's own old name
+        assert not DivRLConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False,
+                               gradient_checkpointing=False).activation_checkpointing

@@ -85,7 +85,7 @@ FEATURES = {
     "epsilon_high+num_iterations": {"epsilon_high": 0.28, "num_iterations": 2},
     "beta (reference model)": {"beta": 0.04},
     "mask_truncated_completions": {"mask_truncated_completions": True, "max_completion_length": 3},
-    "gradient_checkpointing": {"gradient_checkpointing": True},
+    "activation_checkpointing off": {"activation_checkpointing": False},
     "importance_sampling_level=sequence": {"importance_sampling_level": "sequence", "num_iterations": 2},
 }
 

@@ -18,6 +18,8 @@ def base_settings(out_dir: Path, **overrides: Any) -> dict[str, Any]:
         output_dir=str(out_dir), use_cpu=True, per_device_train_batch_size=4, num_generations=4,
         max_completion_length=8, max_steps=2, learning_rate=0.05, logging_steps=1, report_to=[],
         save_strategy="no", disable_tqdm=True, seed=0, bf16=False,  # fp32: exact comparisons, fast on CPU
+        # GRPOConfig's default, by the name transformers 5 reads (GRPOConfig sets it by the deprecated one, warning)
+        activation_checkpointing=True,
     )
     settings.update(overrides)
     return settings

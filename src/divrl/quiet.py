@@ -3,7 +3,9 @@
 tqdm redraws a bar with carriage returns; in a log file (stderr not a terminal) every redraw becomes part of one long
 `\\r` line. transformers 5 deprecates names that TRL and PEFT still use (`is_gradient_checkpointing`,
 `gradient_checkpointing_enable`, TrainingArguments' `gradient_checkpointing`), and each use prints a FutureWarning a
-divrl user can do nothing about; they are filtered only around the divrl calls that trigger them.
+divrl user can do nothing about; they are filtered only around the divrl calls into TRL and PEFT that trigger them.
+divrl's own code uses the new names (`DivRLConfig.activation_checkpointing`, `activation_checkpointing_off`), so
+nothing of its own is filtered.
 
 bitsandbytes, imported on a CPU with AVX512-BF16, tries to fetch a 4-bit CPU matmul kernel from the Hugging Face hub
 and logs "Failed to load CPU gemm_4bit_forward ... pip install kernels" when it cannot. divrl never runs 4-bit on the

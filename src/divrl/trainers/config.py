@@ -8,14 +8,14 @@ Misconfiguration raises `ValueError` naming the field, at construction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from transformers import TrainingArguments
 from trl import GRPOConfig
 
 from divrl.methods import REGISTRY, Stage, active, config_classes, configurable
 from divrl.methods._fields import Unset, check, check_choice
-from divrl.quiet import upstream_deprecations_silenced
 from divrl.trainers._fields import CONSOLE_LOGS, RunFields
 
 
@@ -27,10 +27,18 @@ class DivRLConfig(*config_classes(), RunFields, GRPOConfig):
     Each method's fields, with their defaults and source papers, are documented in its file of `divrl.methods`.
     """
 
+    # GRPOConfig turns activation checkpointing on through the name transformers 5 deprecates
+    # (`gradient_checkpointing`, which then warns at every construction); divrl keeps that default under the new name.
+    activation_checkpointing: bool | None = field(
+        default=Unset(True), metadata=TrainingArguments.__dataclass_fields__["activation_checkpointing"].metadata)
+    gradient_checkpointing: bool | None = field(
+        default=None, metadata=TrainingArguments.__dataclass_fields__["gradient_checkpointing"].metadata)
+
     def __post_init__(self) -> None:
         self._resolve_unset()
-        with upstream_deprecations_silenced():  # GRPOConfig's default sets TrainingArguments' deprecated field
-            super().__post_init__()
+        if "activation_checkpointing" in self._unset_fields and self.gradient_checkpointing is not None:
+            self.activation_checkpointing = None  # only the old name was given: transformers maps it (and warns)
+        super().__post_init__()
         self.validate()
 
     def _resolve_unset(self) -> None:

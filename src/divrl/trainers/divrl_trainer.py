@@ -41,7 +41,6 @@ from typing import Any, ClassVar
 import torch
 from accelerate.utils import gather, gather_object, is_peft_model
 from trl import GRPOConfig, GRPOTrainer
-from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import use_adapter
 
 from divrl.backends.cpu import CPUKernels, Undo, unwrapped_causal_lm
@@ -87,6 +86,22 @@ BONUS_REWARD_NAME = "divrl_bonus"
 # Keys of TRL's generation output that `_get_per_token_logps_and_entropies` takes (multimodal inputs).
 _FORWARD_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
                  "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+
+
+@contextlib.contextmanager
+def activation_checkpointing_off(model: Any, kwargs: dict[str, Any] | None) -> Iterator[None]:
+    """Activation checkpointing off for the block, then back as it was with `kwargs` (the ones TRL keeps in
+    `args.gradient_checkpointing_kwargs`, where it forces use_reentrant under DeepSpeed ZeRO-3): TRL's
+    `disable_gradient_checkpointing` by the method names transformers 5 reads (TRL's deprecated ones warn at every
+    call)."""
+    was_on = model.is_activation_checkpointing
+    if was_on:
+        model.activation_checkpointing_disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            model.activation_checkpointing_enable(kwargs)
 
 
 @dataclass
@@ -468,7 +483,7 @@ class DivRLTrainer(GRPOTrainer):
         else:
             batch = {k: v.to(device) for k, v in
                      pad_prompt_completion(prompt_ids, completion_ids, self._tokenizer.pad_token_id).items()}
-            with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            with activation_checkpointing_off(self.model, self.args.gradient_checkpointing_kwargs):
                 logps = self._get_per_token_logps_and_entropies(
                     self.model, batch["input_ids"], batch["attention_mask"], batch["completion_mask"].shape[1],
                     batch_size=self.args.per_device_train_batch_size)[0]
@@ -498,7 +513,7 @@ class DivRLTrainer(GRPOTrainer):
         pad_id = self._tokenizer.pad_token_id
         pooled = []
         chunk = self.args.per_device_train_batch_size
-        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+        with activation_checkpointing_off(self.model, self.args.gradient_checkpointing_kwargs):
             for start in range(0, len(completion_ids_list), chunk):
                 ids = completion_ids_list[start : start + chunk]
                 batch = pad_prompt_completion([[] for _ in ids], ids, pad_id)
@@ -587,7 +602,7 @@ class DivRLTrainer(GRPOTrainer):
         batch_size = (self.args.per_device_train_batch_size if self.model.training
                       else self.args.per_device_eval_batch_size)
         forward_kwargs = {k: batch[k] for k in _FORWARD_KEYS if k in batch}
-        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+        with activation_checkpointing_off(self.model, self.args.gradient_checkpointing_kwargs):
             if self.ref_model is not None:
                 return self._get_per_token_logps_and_entropies(
                     self.ref_model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **forward_kwargs
