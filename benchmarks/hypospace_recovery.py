@@ -39,7 +39,7 @@ from evidence_weights import ensure_weight
 from machine import cpu_model
 
 from divrl.models import resolve_model_name
-from divrl.tasks.hypospace.recovery import ceiling_at_n_admissible
+from divrl.tasks.hypospace.metrics import ceiling_at_n_admissible
 from divrl.tasks.hypospace.recovery_cli import recipe_eval_flags
 
 ROOT = Path(__file__).resolve().parents[1]

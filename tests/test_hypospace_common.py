@@ -19,7 +19,7 @@ from divrl.tasks.hypospace import (
     read_jsonl,
     write_jsonl,
 )
-from divrl.tasks.hypospace.common import recovery_curve, uniqueness, validity
+from divrl.tasks.hypospace.metrics import recovery_curve, uniqueness, validity
 
 TASKS: list[HypoSpaceTask] = [CausalTask(nodes=3), VoxelTask(grid=2, max_height=2, max_blocks=2), BooleanTask()]
 

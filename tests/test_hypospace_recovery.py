@@ -17,7 +17,8 @@ from divrl import cli, sampling
 from divrl.core import vendi_score_of_keys
 from divrl.tasks.hypospace import VoxelTask, recovery_cli
 from divrl.tasks.hypospace.common import Instance
-from divrl.tasks.hypospace.recovery import bootstrap_mean, evaluate_recovery, samples_per_instance, score_proposals
+from divrl.tasks.hypospace.metrics import score_proposals
+from divrl.tasks.hypospace.recovery import bootstrap_mean, evaluate_recovery, samples_per_instance
 from divrl.tasks.hypospace.recovery_cli import expand_models
 
 # Four instances (one occupied cell of a 2x2 grid, height 1 or 2): H_O = {h1, h2} each.

@@ -34,7 +34,7 @@ def test_recovery_points() -> None:
 
 
 def test_aggregate_records_averages_the_order_free_curve() -> None:
-    from divrl.tasks.hypospace.recovery import score_proposals
+    from divrl.tasks.hypospace.metrics import score_proposals
 
     records = [score_proposals(["a", "a", None, "b"], frozenset({"a", "b"})),
                score_proposals([None] * 4, frozenset("c"))]

@@ -177,33 +177,6 @@ def match_observation(domain: str, pattern: re.Pattern[str], line: Any, form: st
 
 
 # ----------------------------------------------------------------------------------------------------
-# Metrics over a list of proposals (canonical keys, None = unreadable)
-
-
-def validity(proposals: Sequence[str | None], admissible: frozenset[str]) -> float:
-    """Fraction of proposals that are admissible, duplicates counted."""
-    return sum(p in admissible for p in proposals) / len(proposals) if proposals else 0.0
-
-
-def uniqueness(proposals: Sequence[str | None]) -> float:
-    """Distinct readable proposals / number of proposals (unreadable ones count in N, never as distinct)."""
-    return len({p for p in proposals if p is not None}) / len(proposals) if proposals else 0.0
-
-
-def recovery_curve(proposals: Sequence[str | None], admissible: frozenset[str]) -> list[float]:
-    """RR(n) for n = 1..len(proposals): distinct admissible proposals among the first n, over |H_O|."""
-    if not admissible:
-        raise ValueError("recovery needs a non-empty admissible set")
-    found: set[str] = set()
-    curve = []
-    for proposal in proposals:
-        if proposal in admissible:
-            found.add(proposal)
-        curve.append(len(found) / len(admissible))
-    return curve
-
-
-# ----------------------------------------------------------------------------------------------------
 # The task base class
 
 

@@ -181,7 +181,6 @@ class RecoveryEvalCallback(TrainerCallback):
 
     def _sampling_config(self) -> Any:
         from divrl.sampling import SamplingConfig
-        from divrl.tasks.hypospace.common import END_MARKER
 
         args = self.trainer.args
         return SamplingConfig(
@@ -191,7 +190,7 @@ class RecoveryEvalCallback(TrainerCallback):
             top_k=getattr(args, "top_k", None) or 0,
             batch_size=self.batch_size,
             seed=args.seed if self.seed is None else self.seed,
-            stop=(f"\n{END_MARKER}",),  # as `divrl eval recovery`: the answer ends at its END line
+            stop=tuple(getattr(self.task, "stop_strings", ())),  # as `divrl eval recovery`: the answer ends at END
         )
 
     def _prompts(self, tokenizer: Any, rows: Sequence[dict[str, Any]]) -> list[Any]:
@@ -216,7 +215,7 @@ class RecoveryEvalCallback(TrainerCallback):
         from trl.models import unwrap_model_for_generation
 
         from divrl.sampling import TransformersSampler
-        from divrl.tasks.hypospace.recovery import score_proposals
+        from divrl.tasks.hypospace.metrics import score_proposals
 
         trainer, args = self.trainer, self.trainer.args
         processing = trainer.processing_class
