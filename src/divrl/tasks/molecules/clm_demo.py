@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from divrl.demo import ROOT  # the checkout the demo runs from: its recipes
+from divrl.shipped_recipes import RECIPES as SHIPPED_RECIPES
 from divrl.tasks.molecules.metrics import generative_yield, yield_curve
 
-RECIPES = ROOT / "recipes" / "smiles-clm-cpu" / "molecules"
+RECIPES = SHIPPED_RECIPES / "smiles-clm-cpu" / "molecules"
 OBJECTIVE = "albuterol_similarity"
 TAU = 0.419  # the prior's p99 on albuterol_similarity (results/clm_prior.md, 2,000 distinct valid samples)
 BUDGET = 256
