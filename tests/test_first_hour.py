@@ -146,11 +146,13 @@ def test_every_saved_adapter_has_divrls_card_and_a_portable_base(tiny_qwen3, tmp
     for folder in (out / "checkpoint-1", out / "checkpoint-2", out):
         card = (folder / "README.md").read_text()
         assert "Model Card for Model ID" not in card and "More Information Needed" not in card
-        assert "| methods | IPS-GRPO |" in card and papers.IPS["title"] in card
+        assert "| methods | IPS-GRPO |" in card and f"| papers | {papers.IPS['reference']} |" in card
+        assert "Sinha, Elango and Liu (2026)" in card and "arXiv:2601.21669" in card
         assert "| base model | `embedded:gemma-3-270m` |" in card
         assert "`divrl train recipe.yaml --ips true`" in card
         assert "ToyTask" in card or "toy" in card
         assert "## Metrics at save (last logged training step, step" in card and "| loss |" in card
+        assert "One training batch's numbers" in card
         assert 'resolve_model_name("embedded:gemma-3-270m")' in card  # the plain-PEFT hint
         assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == \
             "embedded:gemma-3-270m"

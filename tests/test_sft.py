@@ -166,6 +166,7 @@ def test_every_sft_save_has_divrls_card_and_a_portable_base(tiny_qwen3: Path, tm
 
     from divrl.cli import main
     from divrl.models import READY_MARKER
+    from divrl.trainers.model_card import portable_args
 
     monkeypatch.setenv("DIVRL_CACHE", str(tmp_path / "cache"))  # the tiny model stands in for a prepared one
     base = tmp_path / "cache" / "models" / "gemma-3-270m"
@@ -180,7 +181,8 @@ def test_every_sft_save_has_divrls_card_and_a_portable_base(tiny_qwen3: Path, tm
         assert "Model Card for Model ID" not in card and "More Information Needed" not in card
         assert "| methods | SFT |" in card and "`divrl sft` (TRL's `SFTTrainer`, LoRA)" in card and "- divrl\n" in card
         assert "| base model | `embedded:gemma-3-270m` |" in card and "| task | hypospace-voxel" in card
-        assert f"`divrl sft {RECIPES / 'hypospace-voxel.yaml'} --model_name_or_path embedded:gemma-3-270m" in card
+        recipe = portable_args([str(RECIPES / "hypospace-voxel.yaml")])[0]  # relative to the working folder
+        assert f"`divrl sft {recipe} --model_name_or_path embedded:gemma-3-270m" in card
         assert "DeepSeekMath" not in card and "## Metrics at save (last logged training step, step" in card
         assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == \
             "embedded:gemma-3-270m"

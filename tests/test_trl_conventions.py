@@ -87,7 +87,7 @@ def test_a_grpo_config_is_accepted_with_every_method_off(tiny_qwen3: Path, tmp_p
 
 @pytest.mark.parametrize(("overrides", "name", "tags", "paper_id"), [
     ({}, "GRPO", {"grpo", "divrl"}, "2402.03300"),
-    ({"ips": True}, "IPS-GRPO", {"grpo", "divrl", "ips-grpo"}, None),
+    ({"ips": True}, "IPS-GRPO", {"grpo", "divrl", "ips-grpo"}, "2601.21669"),
     ({"divergence": "js"}, "DPH-RL", {"grpo", "divrl", "dph-rl"}, "2509.07430"),
     ({"flowrl": True}, "FlowRL", {"divrl", "flowrl"}, "2509.15207"),
     ({"ips": True, "qd": True, "novelty_coef": 0.3}, "IPS-GRPO + QD-GRPO + MaxEnt-GRPO",

@@ -105,6 +105,23 @@ def held_out_numbers(recovery: dict[str, Any]) -> dict[str, dict[str, float]]:
     return numbers
 
 
+def add_held_out_to_cards(out: Path, args: argparse.Namespace, recovery: dict[str, Any]) -> None:
+    """Each trained adapter's model card gets the demo's held-out numbers of it, beside the base model's: the
+    card's own metrics are one training batch's, which alone can read as a contradiction."""
+    from divrl.trainers.model_card import add_held_out
+
+    numbers = held_out_numbers(recovery)
+    labels = {**HELD_OUT, "rr": f"RR@{args.samples}"}
+    base = ", ".join(f"{labels[key]} {value:.3f}" for key, value in numbers["base"].items())
+    note = (f"`divrl demo` sampled {args.samples} completions for each of the "
+            f"{len(recovery['models'][0]['instances'])} held-out observation sets of hypospace-boolean {BOOLEAN} "
+            f"(sample seed {args.seed}) from this adapter, and alike from its untrained base model: {base}. One "
+            "seed: read it beside the demo's multi-seed result (report.md).")
+    for method in args.methods:
+        add_held_out(out / method, "divrl demo, after training", {labels[key]: value for key, value in
+                                                                   numbers[method].items()}, note)
+
+
 def evidence_lines(settings: dict[str, Any], seed: int, numbers: dict[str, dict[str, float]],
                    committed_path: Path = SEEDS_RESULT) -> list[str]:
     """The report's section that reads this run against the committed multi-seed result of the same settings."""
@@ -275,6 +292,7 @@ def run_demo(args: argparse.Namespace) -> int:
     if code:
         return code
     timings["evaluate"] = time.time() - t0
+    add_held_out_to_cards(out, args, json.loads((out / "eval" / "recovery.json").read_text()))
     timings["total"] = time.time() - start
     _banner(next(phase), total, "writing the report", start)
     print(f"wrote {write_report(out, args, timings, peak_rss_bytes(), toy_lines, molecule_lines)}")

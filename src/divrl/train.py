@@ -325,13 +325,19 @@ def recipe_parser(groups: tuple[type, ...], recipe: dict[str, Any], origin: Reci
 
 
 def recipe_command(argv: list[str], command: str = "train") -> str:
-    """The command line that runs `divrl COMMAND` with `argv` (`divrl train RECIPE ...`, which is `-m divrl.train
-    --config RECIPE ...`), as a model card records it."""
+    """The command that made this run, as a model card records it: what the user typed when the `divrl` program
+    started this process (`divrl train RECIPE ...`, or `divrl demo ...`, whose trainings run inside it), else the
+    `divrl COMMAND RECIPE ...` line that `argv` (`--config RECIPE ...`) stands for; absolute paths under the working
+    folder or home written relative to it (`portable_args`), so the card names no machine's folders."""
     import shlex
 
+    from divrl.trainers.model_card import portable_args
+
+    if Path(sys.argv[0]).name == "divrl":
+        return shlex.join(["divrl", *portable_args(sys.argv[1:])])
     if argv[:1] == ["--config"] and len(argv) > 1:
-        return shlex.join(["divrl", command, *argv[1:]])
-    return shlex.join(["python", "-m", f"divrl.{command}", *argv])
+        return shlex.join(["divrl", command, *portable_args(argv[1:])])
+    return shlex.join(["python", "-m", f"divrl.{command}", *portable_args(argv)])
 
 
 def parse_recipe(argv: Sequence[str] | None = None) -> tuple[Any, Any, Any]:

@@ -7,8 +7,11 @@ Without any method the run IS GRPO and keeps GRPOTrainer's values (plus the `div
 
 TRL writes its card into output_dir only, and PEFT's `save_pretrained` writes its blank template ("Model Card for
 Model ID") into every adapter folder. `write_model_card` replaces that, after every save (the final model, each
-checkpoint, the demo's adapters, `divrl sft`'s warm starts), with divrl's card: methods, papers, task, base model,
-the command and the metrics at save. It also records the base model in adapter_config.json by its portable name
+checkpoint, the demo's adapters, `divrl sft`'s warm starts), with divrl's card: methods, each paper's citation
+(authors, year, title, arXiv id), task, base model, the command as typed (paths under the working folder or home
+written relative to it, so no machine's absolute paths), the held-out evaluation where the run has one (its recovery
+evaluation; the demo adds its own after training, `add_held_out`), and the last training step's metrics, marked as
+one batch's. It also records the base model in adapter_config.json by its portable name
 (`embedded:gemma-3-270m`, a hub id), which divrl's loaders resolve on any machine, instead of the absolute path it
 was loaded from.
 """
@@ -71,27 +74,74 @@ def card_facts(task: str, task_args: dict[str, Any], command: str | None) -> dic
     return {"task": f"{task} {task_args}" if task_args else task, "command": command}
 
 
+def portable_args(args: list[str], cwd: Path | None = None, home: Path | None = None) -> list[str]:
+    """`args` with each absolute path (alone or as `--flag=PATH`) under `cwd` written relative to it, else under
+    `home` as `~/...`: what a card records, the same on any machine (other absolute paths stay as they are)."""
+    cwd, home = cwd or Path.cwd(), home or Path.home()
+
+    def portable(value: str) -> str:
+        path = Path(value)
+        if not path.is_absolute():
+            return value
+        for root, prefix in ((cwd, ""), (home, "~/")):
+            if path.is_relative_to(root):
+                relative = str(path.relative_to(root))
+                return prefix + relative if relative != "." else prefix.rstrip("/") or "."
+        return value
+
+    out = []
+    for arg in args:
+        flag, sep, value = arg.partition("=")
+        out.append(f"{flag}={portable(value)}" if sep and flag.startswith("-") else portable(arg))
+    return out
+
+
 def script_command() -> str:
-    """The command line of this process, as a card records it when nothing more precise was given."""
-    return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    """The command line of this process as the user typed it (the program by its name, paths made portable), as a
+    card records it when nothing more precise was given."""
+    return shlex.join([Path(sys.argv[0]).name, *portable_args(sys.argv[1:])])
 
 
 def _number(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else str(value)
 
 
+# What the card says above each kind of logged numbers.
+HELD_OUT_NOTE = "Held-out instances, sampled from the model as saved: the numbers to judge it by."
+TRAINING_NOTE = ("One training batch's numbers (its rewards, diversity and loss, under the sampling and shaping of "
+                 "training): noisy from step to step, and no measure of the model on held-out instances.")
+
+
 def metrics_at_save(log_history: list[dict[str, Any]]) -> list[tuple[str, dict[str, float]]]:
-    """The last logged training entry and the last evaluation entry (held-out recovery, TRL's eval loop), each as
-    (heading, its numbers): what the card shows as the metrics at save."""
+    """The last evaluation entry (held-out recovery, TRL's eval loop) and the last logged training entry, each as
+    (heading, its numbers): what the card shows as the metrics at save, held-out first."""
     found = []
-    for heading, is_kind in (("last logged training step", lambda key: key == "loss"),
-                             ("last evaluation", lambda key: key.startswith(("eval_", "divrl/eval/")))):
+    for heading, is_kind in (("held-out evaluation", lambda key: key.startswith(("eval_", "divrl/eval/"))),
+                             ("last logged training step", lambda key: key == "loss")):
         entry = next((e for e in reversed(log_history) if any(map(is_kind, e))), None)
         if entry is not None:
             numbers = {k: float(v) for k, v in entry.items()
                        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
             found.append((f"{heading}, step {entry.get('step', '?')}", numbers))
     return found
+
+
+def metrics_section(heading: str, numbers: dict[str, float], note: str) -> list[str]:
+    """A card section: the heading, what the numbers are, and their table."""
+    return [f"## Metrics at save ({heading})", "", note, "", "| metric | value |", "|---|---|",
+            *(f"| {key} | {_number(value)} |" for key, value in sorted(numbers.items())), ""]
+
+
+def add_held_out(folder: Path, heading: str, numbers: dict[str, float], note: str) -> None:
+    """Put a held-out evaluation made after training (e.g. the demo's) into `folder`'s card, above the training
+    metrics: `## Held-out evaluation (heading)`, `note` saying what was evaluated, and the numbers."""
+    path = folder / CARD_FILE
+    card = path.read_text()
+    section = "\n".join([f"## Held-out evaluation ({heading})", "", note, "", "| metric | value |", "|---|---|",
+                         *(f"| {key} | {_number(value)} |" for key, value in numbers.items()), "", ""])
+    anchor = next((card.index(mark) for mark in ("## Metrics at save", "## Loading", "## Citations") if mark in card),
+                  len(card))
+    path.write_text(card[:anchor] + section + card[anchor:])
 
 
 def load_hint(base: str) -> str:
@@ -124,8 +174,9 @@ def model_card(trainer: Any, folder: str, base: str | None, trained_with: str = 
     header = ModelCardData(base_model=base if hub_base else None, library_name="peft" if adapter else "transformers",
                            tags=sorted(set(trainer._tag_names)), model_name=Path(folder).name).to_yaml()
     rows = [("methods", trainer._name),
-            ("papers", "; ".join(p["title"] + (f" (arXiv:{p['id']})" if p["id"] else "") for p in papers)
-             or ("DeepSeekMath (GRPO)" if trained_with == GRPO_TRAINER else "-")),
+            ("papers", "; ".join(p.get("reference", p["title"]) for p in papers)
+             or (f"Shao et al. (2024). {trainer._paper['title']}. arXiv:{trainer._paper['id']}"  # TRL's GRPO paper
+                 if trained_with == GRPO_TRAINER else "-")),
             ("task", task_text or "-"), ("base model", f"`{base}`" if base else "-"),
             ("command", f"`{facts.get('command') or script_command()}`"),
             ("saved at", f"step {trainer.state.global_step} of {trainer.state.max_steps}")]
@@ -133,8 +184,7 @@ def model_card(trainer: Any, folder: str, base: str | None, trained_with: str = 
              f"A {'LoRA adapter' if adapter else 'model'} trained with {trained_with}.", "", "| | |", "|---|---|",
              *(f"| {key} | {value} |" for key, value in rows), ""]
     for heading, numbers in metrics_at_save(trainer.state.log_history):
-        lines += [f"## Metrics at save ({heading})", "", "| metric | value |", "|---|---|",
-                  *(f"| {key} | {_number(value)} |" for key, value in sorted(numbers.items())), ""]
+        lines += metrics_section(heading, numbers, HELD_OUT_NOTE if heading.startswith("held-out") else TRAINING_NOTE)
     if adapter and base:
         lines += ["## Loading", "", "divrl resolves the base model: `divrl eval task --model path/to/this/folder "
                   '...`, or `divrl.sampling.load_for_sampling("path/to/this/folder")` in Python.', "",
