@@ -60,6 +60,7 @@ def test_demo_trains_evaluates_and_reports(tiny_qwen3: Path, tmp_path: Path, cap
         assert card.index("## Held-out evaluation (divrl demo, after training)") < card.index("## Metrics at save")
         assert f"| RR@2 | {held_out['models'][method]['rr']:.4g} |" in card
         assert str(demo.RECIPES) not in card  # the recipe by its path from the working folder (the repository)
+        assert f"\n# {method}: " in card and f"model_name: {method}\n" in card  # not the final save's staging folder
     assert len(trained_tasks) == 2
     assert all(name == "hypospace-boolean" and demo.BOOLEAN.items() <= params.items() for name, params in trained_tasks)
     # `make demo` twice: the second run trains afresh into the same folder instead of refusing it as a run to resume

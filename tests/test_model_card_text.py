@@ -11,7 +11,7 @@ import pytest
 from divrl.methods import REGISTRY, papers
 from divrl.methods.papers import reference
 from divrl.train import recipe_command
-from divrl.trainers.model_card import add_held_out, metrics_at_save, portable_args
+from divrl.trainers.model_card import add_held_out, metrics_at_save, portable_args, saved_name
 
 
 def test_a_reference_names_the_authors_the_year_and_the_arxiv_id() -> None:
@@ -62,3 +62,10 @@ def test_the_demos_held_out_evaluation_goes_above_the_training_metrics(tmp_path:
     card = (tmp_path / "README.md").read_text()
     assert card.index("## Held-out evaluation (divrl demo, after training)") < card.index("## Metrics at save")
     assert "What was sampled." in card and "| RR@8 | 0.25 |" in card and "| validity | 0.5 |" in card
+
+
+def test_the_final_save_is_named_after_the_run_not_its_staging_folder(tmp_path: Path) -> None:
+    from divrl.trainers.checkpoint import FINAL_STAGING
+
+    assert saved_name(str(tmp_path / "ips" / FINAL_STAGING)) == saved_name(str(tmp_path / "ips")) == "ips"
+    assert saved_name(str(tmp_path / "ips" / "checkpoint-2")) == "checkpoint-2"

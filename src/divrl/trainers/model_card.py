@@ -155,6 +155,15 @@ def load_hint(base: str) -> str:
             f'"path/to/this/folder")`{note}.')
 
 
+def saved_name(folder: str) -> str:
+    """The name the card gives the saved model: its folder's, or for the final save's staging folder (moved into
+    output_dir once complete) output_dir's."""
+    from divrl.trainers.checkpoint import FINAL_STAGING
+
+    path = Path(folder).resolve()
+    return path.parent.name if path.name == FINAL_STAGING else path.name
+
+
 def model_card(trainer: Any, folder: str, base: str | None, trained_with: str = GRPO_TRAINER,
                papers: list[dict[str, Any]] | None = None) -> str:
     """divrl's card for what `trainer` saved in `folder`: methods, papers, task, base model, the command that made
@@ -172,7 +181,7 @@ def model_card(trainer: Any, folder: str, base: str | None, trained_with: str = 
     adapter = (Path(folder) / ADAPTER_CONFIG).is_file()
     hub_base = base is not None and not base.startswith(EMBEDDED_PREFIX) and not Path(base).expanduser().exists()
     header = ModelCardData(base_model=base if hub_base else None, library_name="peft" if adapter else "transformers",
-                           tags=sorted(set(trainer._tag_names)), model_name=Path(folder).name).to_yaml()
+                           tags=sorted(set(trainer._tag_names)), model_name=saved_name(folder)).to_yaml()
     rows = [("methods", trainer._name),
             ("papers", "; ".join(p.get("reference", p["title"]) for p in papers)
              or (f"Shao et al. (2024). {trainer._paper['title']}. arXiv:{trainer._paper['id']}"  # TRL's GRPO paper
@@ -180,7 +189,7 @@ def model_card(trainer: Any, folder: str, base: str | None, trained_with: str = 
             ("task", task_text or "-"), ("base model", f"`{base}`" if base else "-"),
             ("command", f"`{facts.get('command') or script_command()}`"),
             ("saved at", f"step {trainer.state.global_step} of {trainer.state.max_steps}")]
-    lines = ["---", header, "---", "", f"# {Path(folder).name}: {trainer._name}", "",
+    lines = ["---", header, "---", "", f"# {saved_name(folder)}: {trainer._name}", "",
              f"A {'LoRA adapter' if adapter else 'model'} trained with {trained_with}.", "", "| | |", "|---|---|",
              *(f"| {key} | {value} |" for key, value in rows), ""]
     for heading, numbers in metrics_at_save(trainer.state.log_history):
