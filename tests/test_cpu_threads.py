@@ -43,6 +43,7 @@ def test_the_choice_is_made_once_per_process_and_said_once(monkeypatch: pytest.M
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
     monkeypatch.setattr(cpu_threads, "_chosen", None)
     monkeypatch.setattr(cpu_threads.os, "cpu_count", lambda: 2)
     loads = iter([(1.6, 0.0, 0.0), (0.0, 0.0, 0.0)])  # the second call would choose 2: it must not ask

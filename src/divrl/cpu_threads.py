@@ -42,7 +42,8 @@ def thread_choice(environ: Mapping[str, str], load_average: Callable[[], tuple[f
 
 def use_free_cores(log: Callable[[str], None] = print) -> int:
     """Set torch's intra-op thread count from the free cores (`thread_choice`) the first time it is called in this
-    process, logging the one line; later calls keep that choice silently. Returns torch's thread count."""
+    process, logging the one line (under a launch, on rank 0 only); later calls keep that choice silently. Returns
+    torch's thread count."""
     global _chosen
     import torch
 
@@ -51,5 +52,6 @@ def use_free_cores(log: Callable[[str], None] = print) -> int:
         if threads is not None:
             torch.set_num_threads(threads)
         _chosen = torch.get_num_threads()
-        log(line)
+        if os.environ.get("RANK", "0") == "0":
+            log(line)
     return _chosen
