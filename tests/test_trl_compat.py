@@ -4,7 +4,8 @@
 Each case trains 2 steps of a tiny model twice, once per class, on the same scripted completions (so the CPU sampler,
 which draws another random stream than TRL's on purpose, is not what is compared) and checks the outcome: the same
 per-step loss and the same LoRA weights after training. Cases that generate for real (beam search, a custom rollout,
-tools) compare what both produced. Differences kept on purpose are named in docs/methods.md's TRL-compatibility paragraph.
+tools) compare what both produced. Differences kept on purpose are named in docs/methods.md's TRL-compatibility
+paragraph.
 Vision-language models (a tiny Gemma 3 and a tiny LLaVA, built locally) train with image prompts through both
 trainers, and through divrl's own CPU sampler, and evaluate with `divrl eval`.
 """
