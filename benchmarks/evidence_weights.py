@@ -1,7 +1,7 @@
 """The campaigns' legacy weight files (LoRA adapters), listed in benchmarks/evidence/weights.tsv so they can leave
 the work tree and still be read: each row keeps a file's path, size, sha256 and the commit that added it, and
 `restore` writes a missing file back from that commit, checked against its sha256. New weights are not committed
-(tests/test_repository_weight.py): a campaign rebuilds them from its recorded commands or keeps them outside the
+(tests/project/test_repository_weight.py): a campaign rebuilds them from its recorded commands or keeps them outside the
 repository with their sha256 committed.
 
     python benchmarks/evidence_weights.py list               # every row, and whether its file is in the tree

@@ -7,7 +7,7 @@ arguments, `RunFields` and each registered method's `Config`), so they cannot dr
 The registry imports torch (its methods' modules do), which takes seconds; help should take well under one. So what
 the listings read of the registry (`registry_index`) ships as `help_index.json` beside this module, with a digest of
 the sources it was read from: when they changed since (a new method, an edited field), the listings read the live
-registry instead, and tests/test_help.py fails until `python -m divrl.settings_help` writes the index again.
+registry instead, and tests/cli/test_cli_help.py fails until `python -m divrl.settings_help` writes the index again.
 """
 
 from __future__ import annotations

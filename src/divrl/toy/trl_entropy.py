@@ -1,7 +1,7 @@
 """The part of TRL's own adaptive entropy controller (`use_adaptive_entropy`, Skywork-OR1) that TRL's
 `GRPOTrainer._compute_loss` runs, for the toy policies: the coefficient its loss applies and its step at each
 optimizer step, on the `EntropyBonus` that MaxEnt's method object drives (in the LLM trainer TRL's loss does both).
-The rule is TRL 1.16's; the defaults are `GRPOConfig`'s (tests/test_toy_runner.py checks them against the installed
+The rule is TRL 1.16's; the defaults are `GRPOConfig`'s (tests/toy/test_toy_runner.py checks them against the installed
 TRL)."""
 
 from __future__ import annotations
