@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hypospace_recovery import t_interval
+from intervals import t_interval
 from machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]

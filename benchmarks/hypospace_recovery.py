@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 from evidence_weights import ensure_weight
+from intervals import t_interval
 from machine import cpu_model
 
 from divrl.models import resolve_model_name
@@ -680,18 +681,6 @@ def _evaluation_note(training: dict[str, Any]) -> str:
         done, planned = training["partial"]
         return f" (evaluation stopped partway: {done} of {planned} instances recorded, resumable; not in the table)"
     return " (not evaluated)"
-
-
-def t_interval(values: list[float], level: float = 0.95) -> dict[str, Any]:
-    """Mean and Student-t interval of independent per-seed values (df = seeds - 1); NaN bounds for one seed."""
-    from scipy import stats
-
-    array = np.asarray(values, dtype=float)
-    mean = float(array.mean()) if len(array) else math.nan
-    if len(array) < 2:
-        return {"mean": mean, "ci_low": math.nan, "ci_high": math.nan, "n": len(array)}
-    half = float(stats.t.ppf(0.5 + level / 2, len(array) - 1) * array.std(ddof=1) / math.sqrt(len(array)))
-    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": len(array)}
 
 
 def per_seed_means(entry: dict[str, Any]) -> dict[str, dict[int, float]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hypospace_recovery import t_interval
+from intervals import t_interval
 from molecules_v4 import CIRCLE_DISTANCE, budget_measures
 
 from divrl.tasks.molecules.metrics import yield_curve

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from intervals import t_interval
 
 from divrl.toy.envs import TabularEnv, make_bandit, make_hypergrid, make_multiplicity_grid
 from divrl.toy.options import ENV_DEFAULTS
@@ -49,24 +50,6 @@ COVERED = 0.25  # a mode counts as covered when it holds >= this share of its ta
 EARLY_STEPS = 50  # pass@k during training: the mean over the hyper-grid's first 50 of 2000 steps
 # 50 steps cost about a second per seed, so the paired pass@k claim gets 30 seeds (5 left it unresolved)
 EARLY_SEEDS = [42 + 100 * i for i in range(30)]
-# Two-sided 95% Student-t quantiles by degrees of freedom (no scipy dependency for one table).
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-        20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
-        29: 2.045}
-
-
-def interval(values: np.ndarray) -> dict[str, float]:
-    """Mean and 95% Student-t interval over seeds."""
-    mean = float(values.mean())
-    if len(values) < 2:
-        return {"mean": mean, "low": mean, "high": mean}
-    if len(values) - 1 not in T975:
-        raise ValueError(f"no Student-t quantile tabulated for {len(values)} seeds (at most {max(T975) + 1})")
-    half = T975[len(values) - 1] * float(values.std(ddof=1)) / np.sqrt(len(values))
-    return {"mean": mean, "low": mean - half, "high": mean + half}
-
-
 def row(env: TabularEnv, cfg: TrainConfig, method: str) -> dict[str, Any]:
     """Train `method` on every seed; per-seed final metrics and their intervals."""
     start = time.perf_counter()
@@ -83,7 +66,7 @@ def row(env: TabularEnv, cfg: TrainConfig, method: str) -> dict[str, Any]:
         "pass_at_k": run.curves["pass_at_k"][:, -10:].mean(axis=1),
     }
     return {"per_seed": {k: v.tolist() for k, v in per_seed.items()},
-            **{k: interval(v) for k, v in per_seed.items()},
+            **{k: t_interval(v) for k, v in per_seed.items()},
             "modes_total": int(scored.sum()), "seconds": round(time.perf_counter() - start, 1)}
 
 
@@ -95,13 +78,13 @@ def early_passk() -> dict[str, Any]:
     rows = {}
     for method in ("grpo", "passk"):
         curve = train(env, method, cfg, EARLY_SEEDS).curves["pass_at_k"].mean(axis=1)
-        rows[method] = {"per_seed": curve.tolist(), **interval(curve)}
+        rows[method] = {"per_seed": curve.tolist(), **t_interval(curve)}
     difference = np.array(rows["passk"]["per_seed"]) - np.array(rows["grpo"]["per_seed"])
-    return {"seeds": EARLY_SEEDS, "rows": rows, "passk_minus_grpo": interval(difference)}
+    return {"seeds": EARLY_SEEDS, "rows": rows, "passk_minus_grpo": t_interval(difference)}
 
 
 def _cell(stats: dict[str, float], digits: int = 3) -> str:
-    return f"{stats['mean']:.{digits}f} [{stats['low']:.{digits}f}, {stats['high']:.{digits}f}]"
+    return f"{stats['mean']:.{digits}f} [{stats['ci_low']:.{digits}f}, {stats['ci_high']:.{digits}f}]"
 
 
 def claims(results: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -113,17 +96,17 @@ def claims(results: dict[str, Any]) -> list[tuple[str, bool]]:
         verdicts.append(("unlikeliness reward, equal-reward bandit from a skewed start: the policy spreads over every "
                          "rewarded arm (3 of 3 modes, L1 to the uniform target <= 0.05 at the interval's top; GRPO "
                          f"{bandit['grpo']['l1_to_target']['mean']:.3f})",
-                         unlikely["modes"]["low"] >= 3 and unlikely["l1_to_target"]["high"] <= 0.05))
+                         unlikely["modes"]["ci_low"] >= 3 and unlikely["l1_to_target"]["ci_high"] <= 0.05))
     early = results.get("early_passk")
     if early:
         verdicts.append(("pass@k advantages: pass@4 while training above GRPO's at equal steps (paired interval > 0)",
-                         early["passk_minus_grpo"]["low"] > 0))
+                         early["passk_minus_grpo"]["ci_low"] > 0))
     for method, baseline in (("clipcov", "grpo"), ("klcov", "grpo-2updates")):
         if {baseline, method} <= set(grid):
             verdicts.append((f"{method} (Cui et al.: keeps entropy from collapsing): more hyper-grid modes than "
                              f"{baseline} (same updates per batch; intervals apart); at verl's ratio 2e-4 about one "
                              "token per batch is selected",
-                             grid[method]["modes"]["low"] > grid[baseline]["modes"]["high"]))
+                             grid[method]["modes"]["ci_low"] > grid[baseline]["modes"]["ci_high"]))
     return verdicts
 
 
