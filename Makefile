@@ -30,18 +30,18 @@ demo: $(VENV)/.installed
 # The machine benchmarks, then BENCHMARKS.md from every result fragment (the real-model recovery experiment,
 # hours long, is `make bench-recovery`; see each script's --help for --quick).
 bench: $(VENV)/.installed
-	$(PY) benchmarks/toy_reproduction.py
-	$(PY) benchmarks/toy_methods.py
-	$(PY) benchmarks/toy_flowrl.py
-	$(PY) benchmarks/toy_entropy_control.py
-	$(PY) benchmarks/flat_group_residue.py
-	$(PY) benchmarks/verifier_throughput.py
-	$(PY) benchmarks/molecule_scoring.py
-	$(PY) benchmarks/trainer_overhead.py
-	$(PY) benchmarks/population_overhead.py
-	$(PY) benchmarks/cpu_step.py
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/eval_time.py
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/sft_step.py
+	$(PY) benchmarks/toy/toy_reproduction.py
+	$(PY) benchmarks/toy/toy_methods.py
+	$(PY) benchmarks/toy/toy_flowrl.py
+	$(PY) benchmarks/toy/toy_entropy_control.py
+	$(PY) benchmarks/toy/flat_group_residue.py
+	$(PY) benchmarks/micro/verifier_throughput.py
+	$(PY) benchmarks/micro/molecule_scoring.py
+	$(PY) benchmarks/micro/trainer_overhead.py
+	$(PY) benchmarks/micro/population_overhead.py
+	$(PY) benchmarks/micro/cpu_step.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/micro/eval_time.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/micro/sft_step.py
 	$(PY) benchmarks/report.py
 
 # The chemical LM: its pretraining (about 2 h on 2 idle cores, resumable: rerun to continue; writes the shipped model),
@@ -52,7 +52,7 @@ pretrain-clm: $(VENV)/.installed
 
 bench-clm: $(VENV)/.installed
 	$(PY) benchmarks/clm_prior.py
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/clm_speed.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/micro/clm_speed.py
 	$(PY) benchmarks/report.py
 
 # The real-model recovery experiment: hours on 2 CPU cores. It keeps its state in benchmarks/state/ and
@@ -74,25 +74,25 @@ bench-evidence-voxel: $(VENV)/.installed
 # The demo's settings with 5 seeds (about 45 min on 2 cores, resumable): what one `make demo` run is read against.
 # Countdown end to end on the embedded model (about 20 min).
 bench-demo-seeds: $(VENV)/.installed
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/demo_seeds.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/campaigns/demo_seeds.py
 	$(PY) benchmarks/report.py
 
 bench-countdown: $(VENV)/.installed
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/countdown_embedded.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/campaigns/countdown_embedded.py
 	$(PY) benchmarks/report.py
 
 # Evidence v3 (issue 28): from a git worktree at the campaign's recorded commit, in a venv of its own (see the script)
 bench-evidence-v3:
-	bash benchmarks/v3_campaign.sh
+	bash benchmarks/campaigns/v3_campaign.sh
 
 # MaxEnt's default under v3's protocol, added after v3 (issue 42; its own folder, commit and worktree), one lane
 bench-evidence-v3-maxent:
-	V3_PROTOCOL=v3-maxent-voxel V3_WORKERS=1 bash benchmarks/v3_campaign.sh
+	V3_PROTOCOL=v3-maxent-voxel V3_WORKERS=1 bash benchmarks/campaigns/v3_campaign.sh
 
 # Evidence v4 (issue 41): molecules under a fixed oracle budget, from its pinned worktree, one lane (see the protocol in
 # benchmarks/evidence/molecules_v4/); then `.venv/bin/python benchmarks/molecules_v4.py report` on main.
 bench-evidence-v4:
-	bash benchmarks/v4_campaign.sh
+	bash benchmarks/campaigns/v4_campaign.sh
 
 bench-evidence-v5:
 	bash benchmarks/v5_campaign.sh

@@ -205,9 +205,9 @@ V2_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", "count", "grpo+zero_fl
 # voxel from a WEAK warm start (SFT_STEPS_V3 steps, chosen on the train split's dev fifth), where RL has validity
 # to raise; 5 seeds; arms in the order SFT / GRPO / IPS for every seed, then the continued-SFT control, then MaxEnt
 # and IPS + count bonus; a constant learning rate, so that the budget pilot's plateau is the policy's, not the
-# schedule's. The RL budget is fixed by the pilot's rule (benchmarks/v3_pilots.py budget).
-SFT_STEPS_V3 = 12  # pilot 1 (benchmarks/v3_pilots.py warm-start; decisions.md)
-STEPS_V3 = 24  # pilot 2 (benchmarks/v3_pilots.py budget; decisions.md)
+# schedule's. The RL budget is fixed by the pilot's rule (benchmarks/campaigns/v3_pilots.py budget).
+SFT_STEPS_V3 = 12  # pilot 1 (benchmarks/campaigns/v3_pilots.py warm-start; decisions.md)
+STEPS_V3 = 24  # pilot 2 (benchmarks/campaigns/v3_pilots.py budget; decisions.md)
 V3_VOXEL = Protocol(task="voxel", methods=("grpo", "ips", CONTINUED_SFT, "maxent", "count+ips"),
                     seeds=(0, 1, 2, 3, 4), steps=STEPS_V3 or 0, learning_rate=5e-5, samples=32, prompts_per_step=4,
                     all_seeds=True, eval_steps=6, save_steps=4, sft=True, sft_steps=SFT_STEPS_V3, arm_by_arm=True,
@@ -1237,7 +1237,7 @@ def main() -> None:
     parser.add_argument("--budget-minutes", type=float, help="start no new unit after this many minutes")
     parser.add_argument("--workers", type=int, default=1,
                         help="units run at once, the cores' torch threads split between them (default 1; "
-                             "benchmarks/unit_throughput.py measures whether more pays on this machine)")
+                             "benchmarks/micro/unit_throughput.py measures whether more pays on this machine)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the results from --state, run nothing")
     parser.add_argument("--units", nargs="+", default=(),
                         help="run only these units of the plan (labels as under state/eval, e.g. "
@@ -1251,7 +1251,8 @@ def main() -> None:
     protocol = Protocol(**{**PROTOCOLS[chosen].__dict__, **{k: v for k, v in overrides.items() if v is not None}})
     if chosen == "v3-voxel" and (SFT_STEPS_V3 is None or STEPS_V3 is None):
         raise SystemExit("v3-voxel: the warm start's steps and the RL budget are not fixed yet; run "
-                         "benchmarks/v3_pilots.py (warm-start, then budget) and record them as the protocol says")
+                         "benchmarks/campaigns/v3_pilots.py (warm-start, then budget) and record them as the protocol "
+                         "says")
     if (protocol.steps < 1 or protocol.samples < 1 or not protocol.seeds or protocol.prompts_per_step < 1
             or args.workers < 1):
         raise SystemExit("--steps, --samples, --prompts-per-step and --workers must be >= 1 and --seeds non-empty")

@@ -1,7 +1,7 @@
 """How many intra-op threads torch uses on a machine that other work shares (issue 60).
 
 torch starts one thread per core; beside another busy process each parallel region then waits for a core that
-process holds, and a run takes several times as long as with fewer threads (benchmarks/thread_oversubscription.py:
+process holds, and a run takes several times as long as with fewer threads (benchmarks/micro/thread_oversubscription.py:
 3x on 2 cores). `use_free_cores` gives torch the cores the 1-minute load average leaves free, at least one, unless
 the user chose with OMP_NUM_THREADS. It decides once per process (the demo's later trainings must not count the
 demo's own load) and says what it chose in one line. The thread count changes float32 sums, so runs compare

@@ -10,7 +10,7 @@ signal and the effect of each method shows in validity and in how many different
 base model and both adapters with recovery curves on held-out observation sets (`divrl eval recovery`), and writes
 `OUT/report.md` with the tables, the curves and the training signatures. One seed is not evidence, so the report
 puts the run beside the committed multi-seed result of the same settings
-(`benchmarks/demo_seeds.py`, results/demo_seeds.json): one seed is read against known spread.
+(`benchmarks/campaigns/demo_seeds.py`, results/demo_seeds.json): one seed is read against known spread.
 
 Every phase runs in this one process, so the demo returns freed tensors to the system as it goes (`divrl.memory`):
 without that, glibc's heap kept the largest phase's activations resident through all the later ones (issue 12: about
@@ -27,7 +27,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes" / "embedded-cpu" / "hypospace-boolean"
-# The committed multi-seed result of the demo's settings (benchmarks/demo_seeds.py writes it).
+# The committed multi-seed result of the demo's settings (benchmarks/campaigns/demo_seeds.py writes it).
 SEEDS_RESULT = ROOT / "benchmarks" / "results" / "demo_seeds.json"
 BOOLEAN = {"operators": "basic", "max_depth": 2}  # evidence v2's setting: 36 observation sets
 MAX_NEW_TOKENS = 24  # the longest Boolean answer is 11 tokens with its END line
@@ -127,7 +127,8 @@ def evidence_lines(settings: dict[str, Any], seed: int, numbers: dict[str, dict[
     """The report's section that reads this run against the committed multi-seed result of the same settings."""
     lines = ["## This run beside the committed multi-seed result", ""]
     if not committed_path.is_file():
-        return lines + [f"No committed result at {committed_path}: `python benchmarks/demo_seeds.py` writes it."]
+        return lines + [f"No committed result at {committed_path}: `python benchmarks/campaigns/demo_seeds.py` "
+                        "writes it."]
     committed = json.loads(committed_path.read_text())
     if committed["settings"] != settings:
         differ = sorted(k for k in settings.keys() | committed["settings"].keys()
@@ -135,7 +136,7 @@ def evidence_lines(settings: dict[str, Any], seed: int, numbers: dict[str, dict[
         return lines + [f"The committed result ({committed_path.name}) is for other settings (they differ in "
                         f"{', '.join(differ)}), so this run has nothing of its own settings to be read against."]
     seeds = committed["seeds"]
-    lines += [f"The same settings, run by `benchmarks/demo_seeds.py` with {len(seeds)} seeds "
+    lines += [f"The same settings, run by `benchmarks/campaigns/demo_seeds.py` with {len(seeds)} seeds "
               f"({', '.join(map(str, seeds))}; "
               f"commit {committed['commit']}, {committed['date'][:10]}). This run is seed {seed}"
               + (", one of them." if seed in seeds else ".") + " The interval is a Student-t interval over seeds "
@@ -314,7 +315,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="observation sets before the 50/50 split (default 18 of the task's 36)")
     parser.add_argument("--samples", type=int, default=8, help="samples per held-out observation set (default 8)")
     parser.add_argument("--seed", type=int, default=42, help="training seed and held-out sampling seed (default 42, "
-                        "the recipes'; benchmarks/demo_seeds.py runs 42 to 46)")
+                        "the recipes'; benchmarks/campaigns/demo_seeds.py runs 42 to 46)")
     parser.add_argument("--skip-toy", action="store_true", help="skip the opening toy comparison")
     parser.add_argument("--skip-molecules", action="store_true",
                         help="skip the chemical LM's molecule phase (embedded:smiles-clm on a PMO oracle)")

@@ -1,5 +1,5 @@
-"""benchmarks/demo_time.py's bookkeeping, on a fake short command in place of the demo: two runs, the second beside a
-busy process it starts and stops, their ratio and threads lines, and the table beside the documented time."""
+"""benchmarks/micro/demo_time.py's bookkeeping, on a fake short command in place of the demo: two runs, the second
+beside a busy process it starts and stops, their ratio and threads lines, and the table beside the documented time."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "micro"))
 
 import demo_time as bench  # noqa: E402
 

@@ -1,5 +1,5 @@
-"""benchmarks/gpu_step.py in its reduced CPU form: every path it asks for is run or reported with its reason, and the
-results name the hardware."""
+"""benchmarks/micro/gpu_step.py in its reduced CPU form: every path it asks for is run or reported with its reason, and
+the results name the hardware."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "micro"))
 
 import gpu_step  # noqa: E402
 

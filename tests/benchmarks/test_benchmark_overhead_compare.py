@@ -1,4 +1,4 @@
-"""benchmarks/overhead_compare.py: a method counts as slower after a change only when its after ratio lies above
+"""benchmarks/micro/overhead_compare.py: a method counts as slower after a change only when its after ratio lies above
 the interval of its before ratio."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "micro"))
 
 import overhead_compare as bench  # noqa: E402
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "campaigns"))  # v3_pilots
 
 import hypospace_recovery as bench  # noqa: E402
 

@@ -20,7 +20,10 @@ MKDOCS = Path(sys.executable).with_name("mkdocs")
 # The objects the API reference documents, by the anchor mkdocstrings gives each.
 API_OBJECTS = ("divrl.trainers.config.DivRLConfig", "divrl.trainers.divrl_trainer.DivRLTrainer", "divrl.task.Task",
                "divrl.methods.base.Method")
-CITING_PAGES = [*documentation_pages(), ROOT / "CHANGELOG.md"]
+# The history page reproduces replaced benchmark fragments verbatim: they name each script where it was when it ran
+# (benchmarks/README.md says where the moved ones are now), so its paths are a record, not a citation to check.
+HISTORY_PAGE = ROOT / "docs" / "benchmarks-history.md"
+CITING_PAGES = [*(page for page in documentation_pages() if page != HISTORY_PAGE), ROOT / "CHANGELOG.md"]
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 DOTTED_NAME = re.compile(r"(?<![\w./-])divrl(?:\.[A-Za-z_]\w*)+")
 # How the pages abbreviate repository folders: `divrl/task.py` is the package's file, `results/x.md` a benchmark's.

@@ -300,7 +300,7 @@ class Trainer:
 
     def _entropy_method(self, methods: dict[str, Any]) -> MaxEntEntropy | None:
         """A member's MaxEnt entropy method object (None without maxent). `entropy_controller` 'dual' / 'trl' swaps
-        its controller for the other rule at the same target, which benchmarks/toy_entropy_control.py compares;
+        its controller for the other rule at the same target, which benchmarks/toy/toy_entropy_control.py compares;
         'default' keeps the LLM trainer's choice (TRL's rule for 'auto', dual descent for a number)."""
         method = methods.get("maxent_entropy")
         if method is None or self.cfg.entropy_controller == "default":

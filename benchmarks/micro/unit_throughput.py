@@ -21,10 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from hypospace_recovery import MODEL, RECIPES, TASKS, V2
-from machine import cpu_model
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from hypospace_recovery import MODEL, RECIPES, TASKS, V2  # noqa: E402
+from machine import cpu_model  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = BENCHMARKS / "results"
 
 
 def train_command(seed: int, steps: int, out: Path) -> list[str]:
@@ -81,7 +83,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "unit_throughput.json").write_text(json.dumps(result, indent=1))
     text = "\n".join([
-        "## Evidence-campaign throughput: sequential vs parallel training units (`benchmarks/unit_throughput.py`)",
+        "## Evidence-campaign throughput: sequential vs parallel training units "
+        "(`benchmarks/micro/unit_throughput.py`)",
         "",
         f"Evidence v2's GRPO unit (Boolean, {V2.prompts_per_step} prompts x G=8 per step, lr {V2.learning_rate}, "
         f"no held-out evaluation), {args.steps} steps on each of seeds {seeds}, {MODEL}; {result['cpu']}, {cores} "

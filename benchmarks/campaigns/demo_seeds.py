@@ -7,7 +7,7 @@ reads) and results/demo_seeds.md: per model and metric the mean over seeds with 
 seeds - 1) and the range, and IPS - GRPO paired by seed. Commit each seed's small files (held_out.json, report.md,
 eval/recovery.json with every sample, the methods' metrics.jsonl) as it lands; the adapters stay uncommitted.
 
-    python benchmarks/demo_seeds.py [--seeds 42 43 44 45 46] [--report-only] [--state DIR] [--results DIR]
+    python benchmarks/campaigns/demo_seeds.py [--seeds 42 43 44 45 46] [--report-only] [--state DIR] [--results DIR]
 
 Run it from a worktree at a fixed commit (with --state and --results in the main checkout) when the code may
 change meanwhile; each seed records the commit it ran at.
@@ -25,12 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from intervals import t_interval
-from machine import cpu_model
 
-ROOT = Path(__file__).resolve().parents[1]
-STATE = Path(__file__).parent / "evidence" / "demo_seeds"
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from intervals import t_interval  # noqa: E402
+from machine import cpu_model  # noqa: E402
+
+ROOT = BENCHMARKS.parent
+STATE = BENCHMARKS / "evidence" / "demo_seeds"
+RESULTS = BENCHMARKS / "results"
 SEEDS = [42, 43, 44, 45, 46]
 PAIRS = [("ips", "grpo")]
 
@@ -78,7 +81,7 @@ def summarise(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
 
 def markdown(doc: dict[str, Any]) -> str:
     """results/demo_seeds.md: the settings, then one row per model and metric and per paired difference."""
-    lines = ["## The demo's settings with several seeds (`benchmarks/demo_seeds.py`)", "",
+    lines = ["## The demo's settings with several seeds (`benchmarks/campaigns/demo_seeds.py`)", "",
              f"`divrl demo --skip-toy --seed S` for S in {', '.join(map(str, doc['seeds']))}, commit {doc['commit']}, "
              f"{doc['date']}, {doc['cores']} cores ({doc['cpu']}). Settings: `{json.dumps(doc['settings'])}`. "
              "Interval: Student-t 95% over seeds (df = seeds - 1); range: lowest and highest seed.", "",

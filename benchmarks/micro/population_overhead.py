@@ -1,7 +1,7 @@
 """Population-GRPO overhead: K LoRA members on one base model vs a single LoRA policy (vanilla TRL GRPOTrainer).
 
 Same randomly initialised Qwen3 (hidden 256 x 4 layers by default), LoRA config, data, seeds and GRPO
-settings for both, measured like `benchmarks/trainer_overhead.py`: step time = time from `on_step_begin`
+settings for both, measured like `benchmarks/micro/trainer_overhead.py`: step time = time from `on_step_begin`
 to `on_step_end` (generation, loss, backward, optimizer step), as wall time and, on CPU, as the process's
 CPU time (single-threaded torch: the work done, little disturbed by other processes on a shared machine;
 the goal is judged on it on CPU, on wall time on CUDA); the two trainers alternate
@@ -33,10 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_model
-from timing import geometric_ratio, interleaved_rounds, step_timer
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
+from timing import geometric_ratio, interleaved_rounds, step_timer  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = BENCHMARKS / "results"
 GOALS = {"step_time_ratio": 1.05, "peak_memory_ratio": 1.2}
 PROMPTS = [f"idea {i}: propose a {w} experiment about {t}" for i, (w, t) in enumerate(
     (w, t) for w in ("simple", "bold", "cheap", "careful", "novel", "fast")
@@ -248,7 +250,7 @@ def markdown(result: dict[str, Any]) -> str:
          f"{mem['population']['optimizer_state_bytes'] / max(mem['single']['optimizer_state_bytes'], 1):.3f}x", "", ""),
     ]
     table = "\n".join(f"| {' | '.join(row)} |" for row in rows)
-    return f"""## Population-GRPO overhead (`benchmarks/population_overhead.py`)
+    return f"""## Population-GRPO overhead (`benchmarks/micro/population_overhead.py`)
 
 K={s['population_size']} LoRA members (r=16, all linear layers) on one randomly initialised Qwen3 (hidden
 {s['hidden_size']} x {s['layers']} layers) vs a single LoRA policy trained by vanilla TRL `GRPOTrainer`: same

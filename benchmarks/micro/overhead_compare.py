@@ -1,9 +1,9 @@
 """Each method's step time relative to vanilla TRL before and after a code change, from two runs of
-`benchmarks/trainer_overhead.py` (one per code tree, the same settings): issue 30 asks that the method-registry
+`benchmarks/micro/trainer_overhead.py` (one per code tree, the same settings): issue 30 asks that the method-registry
 redesign leaves no method slower. A ratio to vanilla GRPO is measured inside its own run (interleaved rounds, the
 same machine load), so the two runs' ratios compare even when the machine's load differs between them.
 
-    python benchmarks/overhead_compare.py --before trainer_overhead_issue30_before \
+    python benchmarks/micro/overhead_compare.py --before trainer_overhead_issue30_before \
         --after trainer_overhead_issue30_after --before-commit 064a9c6 --after-commit <sha>
 
 Writes benchmarks/results/<--name>.json and .md (default trainer_overhead_issue30).
@@ -15,7 +15,8 @@ import argparse
 import json
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+RESULTS = BENCHMARKS / "results"
 
 
 def _ratio(row: dict, clock: str) -> str:
@@ -40,9 +41,9 @@ def compare(before: dict, after: dict) -> list[dict]:
 def markdown(rows: list[dict], args: argparse.Namespace, before: dict, after: dict) -> str:
     lines = [
         "## Trainer overhead before and after the method-registry redesign (issue 30, "
-        "`benchmarks/overhead_compare.py`)",
+        "`benchmarks/micro/overhead_compare.py`)",
         "",
-        f"Two runs of `benchmarks/trainer_overhead.py` with the same settings ({before['config'].get('rounds')} "
+        f"Two runs of `benchmarks/micro/trainer_overhead.py` with the same settings ({before['config'].get('rounds')} "
         f"interleaved rounds, CPU, 1 torch thread, no memory probes): before = the code at `{args.before_commit}`, "
         f"after = the code at `{args.after_commit}`. Each cell is a method's process-CPU step time divided by vanilla "
         "TRL GRPO's in the same run (geometric mean over rounds, 95% bootstrap interval); `change` = after / before. "

@@ -26,9 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_model
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = BENCHMARKS.parent
 RESULTS = ROOT / "benchmarks" / "results"
 CLM_RECIPE = ROOT / "recipes" / "smiles-clm-cpu" / "molecules" / "grpo.yaml"
 FILTER = "diversity_filter={scaffold: murcko, bucket_size: 10}"
@@ -87,7 +89,6 @@ def main() -> None:
     parser.add_argument("--skip-full-run", action="store_true", help="skip the 10,000-call CLM run")
     args = parser.parse_args()
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     import molecules_v4 as v4
     import torch
 
@@ -134,7 +135,7 @@ def main() -> None:
               "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                           "torch": torch.__version__, "load_average_at_end": os.getloadavg()},
               "date": datetime.date.today().isoformat(),
-              "command": f"python benchmarks/clm_speed.py --threads {args.threads} --steps {args.steps} "
+              "command": f"python benchmarks/micro/clm_speed.py --threads {args.threads} --steps {args.steps} "
                          f"--rounds {args.rounds}" + (" --skip-full-run" if args.skip_full_run else "")}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "clm_speed.json").write_text(json.dumps(result, indent=2) + "\n")

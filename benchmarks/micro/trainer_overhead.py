@@ -35,10 +35,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_model
-from timing import CLOCKS, geometric_ratio, interleaved_rounds, step_timer
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
+from timing import CLOCKS, geometric_ratio, interleaved_rounds, step_timer  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = BENCHMARKS / "results"
 PROMPTS = [f"idea {i}: propose a {w} experiment about {t}" for i, (w, t) in enumerate(
     (w, t) for w in ("simple", "bold", "cheap", "careful", "novel", "fast")
     for t in ("molecules", "rings", "numbers", "proofs", "graphs", "memory"))]
@@ -238,7 +240,7 @@ def write_results(rows: list[dict[str, Any]], per_round: dict[str, dict[str, lis
          "goal_clock": primary, "rows": rows, "per_round_step_time_s": per_round}, indent=2))
     clock_text = {"cpu": "process CPU time", "wall": "wall time"}
     lines = [
-        "## divrl trainer overhead vs vanilla GRPO (`benchmarks/trainer_overhead.py`)",
+        "## divrl trainer overhead vs vanilla GRPO (`benchmarks/micro/trainer_overhead.py`)",
         "",
         f"Random-init Qwen3 {args.hidden} hidden x {args.layers} layers (vocabulary 512), LoRA r=16 all-linear, "
         f"{args.batch} completions per step ({args.generations} per prompt) of up to {args.completion_length} "

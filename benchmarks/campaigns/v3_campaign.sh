@@ -4,14 +4,14 @@
 # evidence folder, whose small files a session commits as each unit finishes; the fixed commit is recorded in
 # benchmarks/evidence/hypospace_recovery_v3_voxel/decisions.md.
 #
-#   bash benchmarks/v3_campaign.sh [--units LABEL ...]     # 2 lanes of 1 torch thread (default), resumable
-#   V3_PROTOCOL=v3-maxent-voxel V3_WORKERS=1 bash benchmarks/v3_campaign.sh   # MaxEnt's post-v3 arm (issue 42)
+#   bash benchmarks/campaigns/v3_campaign.sh [--units LABEL ...]     # 2 lanes of 1 torch thread (default), resumable
+#   V3_PROTOCOL=v3-maxent-voxel V3_WORKERS=1 bash benchmarks/campaigns/v3_campaign.sh   # MaxEnt's post-v3 arm (issue 42)
 #
 # Environment: V3_PROTOCOL (default v3-voxel; v3-maxent-voxel: the arm added after v3, with its own folder, commit,
 # worktree ../v3-maxent-worktree and venv ../v3-maxent-venv), V3_COMMIT (default: the recorded one), V3_WORKTREE,
 # V3_VENV, V3_WORKERS (default 2), TORCH_SPEC as in the Makefile.
 set -euo pipefail
-main=$(cd "$(dirname "$0")/.." && pwd)
+main=$(cd "$(dirname "$0")/../.." && pwd)
 protocol=${V3_PROTOCOL:-v3-voxel}
 case $protocol in
     v3-voxel) lane=v3 ;;

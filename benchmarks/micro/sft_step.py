@@ -4,7 +4,7 @@ The voxel SFT recipe on the embedded Gemma-3-270M (zero-shot prompts, about 4-5x
 tokens): one training step (forward, backward, optimizer) on the same batch, alternating the two arms for
 `--rounds` rounds after one warm-up step each; the ratio is the geometric mean of the per-round ratios with a
 95% bootstrap interval (`timing.geometric_ratio`). Writes benchmarks/results/sft_step.{json,md}.
-Run: `HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/sft_step.py`.
+Run: `HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/micro/sft_step.py`.
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ import contextlib
 import datetime
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
-from machine import cpu_model
-from timing import geometric_ratio
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
+from timing import geometric_ratio  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
-RECIPE = Path(__file__).parent.parent / "recipes" / "sft" / "hypospace-voxel.yaml"
+RESULTS = BENCHMARKS / "results"
+RECIPE = BENCHMARKS.parent / "recipes" / "sft" / "hypospace-voxel.yaml"
 
 
 def main() -> None:
@@ -66,7 +69,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "sft_step.json").write_text(json.dumps(result, indent=1))
     text = "\n".join([
-        "## `divrl sft` step time on the CPU (`benchmarks/sft_step.py`)", "",
+        "## `divrl sft` step time on the CPU (`benchmarks/micro/sft_step.py`)", "",
         f"Voxel SFT recipe, {args.model}, {args.batch} rows per step: {result['labelled_positions']} of "
         f"{result['sequence_positions']} positions carry a label. One step (forward, backward, optimizer) on the same "
         f"batch, arms alternated, {args.rounds} rounds after a warm-up; {result['cpu']}, {result['cores']} cores, "

@@ -7,7 +7,7 @@ distance to that target and pass@k (k = 4: P(one of 4 samples reaches the best r
 over seeds with a 95% Student-t interval.
 
 Resumable: each (environment, method) row is written to benchmarks/results/toy_methods.json as it finishes and
-skipped on the next run. Run: `.venv/bin/python benchmarks/toy_methods.py` (about 20 min on 2 cores, one thread).
+skipped on the next run. Run: `.venv/bin/python benchmarks/toy/toy_methods.py` (about 20 min on 2 cores, one thread).
 """
 
 from __future__ import annotations
@@ -16,19 +16,23 @@ import argparse
 import datetime
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from intervals import t_interval
 
 from divrl.toy.envs import TabularEnv, make_bandit, make_hypergrid, make_multiplicity_grid
 from divrl.toy.options import ENV_DEFAULTS
 from divrl.toy.runner import TrainConfig, train
 
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from intervals import t_interval  # noqa: E402
+
 SEEDS = [42, 142, 242, 342, 442]
-RESULTS = Path(__file__).parent / "results"
+RESULTS = BENCHMARKS / "results"
 METHODS = ["grpo", "grpo-2updates", "ips", "qd", "maxent", "pop", "fkl", "js", "flowrl", "count", "unlikely", "passk",
            "clipcov", "klcov", "cliphigher", "topentropy", "ips+count", "pop+ips+qd"]
 # The only setting that differs between methods: KL-Cov and clip-higher act on a reused batch (on a batch's first
@@ -120,7 +124,7 @@ def markdown(results: dict[str, Any]) -> str:
              "means over seeds with 95% Student-t intervals, from the last 10 steps. Reward: "
              f"the policy's expected reward; modes: reported outcome groups holding >= {COVERED} of their "
              f"reward-proportional target mass; L1: distance of the outcome distribution to that target; pass@4: "
-             f"P(one of 4 samples reaches the best reward). Produced by `benchmarks/toy_methods.py` "
+             f"P(one of 4 samples reaches the best reward). Produced by `benchmarks/toy/toy_methods.py` "
              f"({results['machine']}, {results['date']}).", ""]
     for env_name, (_, _, what) in ENVS.items():
         rows = results["envs"].get(env_name, {})

@@ -14,7 +14,7 @@ Per seed, over the last 10 steps: the entropy against the target, the largest co
 reward and the valid share (exact outcome distribution) against the warm start's. The ideas section also checks that
 the seed paper's MaxEnt row of `benchmarks/results/toy.json` (seeds 42-442, H* = 1.0) is reproduced exactly.
 
-Writes benchmarks/results/toy_entropy_control.{json,md}. Run: `.venv/bin/python benchmarks/toy_entropy_control.py`
+Writes benchmarks/results/toy_entropy_control.{json,md}. Run: `.venv/bin/python benchmarks/toy/toy_entropy_control.py`
 (about 3 CPU minutes, one thread; `--quick`: a smoke run that writes nothing).
 """
 
@@ -40,7 +40,8 @@ from divrl.toy.policies import TabularPolicy
 from divrl.toy.runner import MethodRun, TrainConfig, train
 
 SEEDS = [42 + 100 * i for i in range(10)]  # the first 5 are toy_reproduction.py's
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+RESULTS = BENCHMARKS / "results"
 STEPS = 1000  # tabular environments (the toy default is 1000-3000): every controller has settled by then
 # label -> (toy method, TrainConfig overrides)
 ROWS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -163,8 +164,9 @@ def held(row: dict[str, Any]) -> str:
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     lines = ["## MaxEnt's entropy controller vs TRL's adaptive entropy (issue 42)", "",
-             f"`benchmarks/toy_entropy_control.py`, {m['date']}, {m['nproc']} cores ({m['cpu']}), torch on 1 thread; "
-             f"{results['cpu_seconds']} CPU s. Seeds {', '.join(map(str, results['seeds']))}; each cell is the mean ± "
+             f"`benchmarks/toy/toy_entropy_control.py`, {m['date']}, {m['nproc']} cores ({m['cpu']}), "
+             f"torch on 1 thread; {results['cpu_seconds']} CPU s. "
+             f"Seeds {', '.join(map(str, results['seeds']))}; each cell is the mean ± "
              "sample std over seeds of each seed's mean over the last 10 steps. Every MaxEnt row keeps novelty and "
              "length bins; only the entropy controller differs. 'dual' = MaxEnt's dual descent (lr 0.01, alpha >= 0, "
              "unbounded); 'TRL rule' = TRL's `use_adaptive_entropy` (GRPOConfig defaults: +- 0.005 per step, "

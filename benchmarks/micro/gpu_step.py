@@ -1,5 +1,5 @@
-"""Step time of a real model shape on the device at hand (`benchmarks/gpu_step.py`): where a GRPO step's seconds go
-(generation, scoring, training), completion tokens per second and peak memory, per generation path and method.
+"""Step time of a real model shape on the device at hand (`benchmarks/micro/gpu_step.py`): where a GRPO step's seconds
+go (generation, scoring, training), completion tokens per second and peak memory, per generation path and method.
 
 A random model of a named real shape (Qwen3-4B's or Gemma-3-4B's transformer blocks) is built offline with a local
 512-token tokenizer (the LM head is then far smaller than the real one's: say so when comparing with a real model).
@@ -9,8 +9,8 @@ batching (`use_transformers_continuous_batching`, formerly `use_transformers_pag
 Phases are wall-clock seconds around the trainer's own methods (`cpu_step.timed_step`); on CUDA they are not
 synchronised, so work queued in one phase can be counted in the next, while the step total is exact.
 
-    python benchmarks/gpu_step.py                       # on a GPU: Qwen3-4B's shape, 32 completions of <= 256 tokens
-    python benchmarks/gpu_step.py --reduced --steps 1   # the CPU form CI runs: a 2-layer model of the same family
+    python benchmarks/micro/gpu_step.py                     # on a GPU: Qwen3-4B's shape, 32 completions, <= 256 tokens
+    python benchmarks/micro/gpu_step.py --reduced --steps 1 # the CPU form CI runs: a 2-layer model of the same family
 
 Results: benchmarks/results/gpu_step[_reduced].{json,md}, naming the hardware every number was measured on.
 """
@@ -22,15 +22,19 @@ import datetime
 import json
 import resource
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from cpu_step import timed_step
-from machine import cpu_model
 
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
+from machine import cpu_model  # noqa: E402
+
+RESULTS = BENCHMARKS / "results"
 # Transformer-block shapes of the real models (their published configs); the vocabulary is the local tokenizer's.
 SHAPES: dict[str, dict[str, Any]] = {
     "qwen3-4b": {"model_type": "qwen3", "hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36,
@@ -130,7 +134,7 @@ def hardware() -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     """The results fragment: one row per (path, method), the recommendation, the hardware."""
     s = result["settings"]
-    lines = [f"## GPU step benchmark (`benchmarks/gpu_step.py`{' --reduced' if s['reduced'] else ''})", "",
+    lines = [f"## GPU step benchmark (`benchmarks/micro/gpu_step.py`{' --reduced' if s['reduced'] else ''})", "",
              f"Model: random {s['shape']}{' (reduced: 2 layers, hidden 256)' if s['reduced'] else ''} shape with a "
              f"{VOCAB}-token vocabulary; {s['completions']} completions (groups of {s['group']}) of at most "
              f"{s['max_tokens']} tokens per step, LoRA r=16; median of {s['steps']} timed step(s) after a warm-up. "

@@ -1,7 +1,7 @@
 """Reproduce the toy claims of the execution-rewards and IPS papers (issue 2, "What it must show") with `divrl.toy`.
 
 Writes benchmarks/results/toy.json (every number, per seed, and each claim's pass/fail) and
-benchmarks/results/toy.md (the BENCHMARKS.md fragment). Run: `.venv/bin/python benchmarks/toy_reproduction.py`.
+benchmarks/results/toy.md (the BENCHMARKS.md fragment). Run: `.venv/bin/python benchmarks/toy/toy_reproduction.py`.
 All runs use seeds 42, 142, 242, 342, 442 and the `divrl toy` defaults of each environment unless a
 section says otherwise.
 """
@@ -27,7 +27,8 @@ from divrl.toy.options import ENV_DEFAULTS
 from divrl.toy.runner import MethodRun, TrainConfig, train
 
 SEEDS = [42, 142, 242, 342, 442]
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+RESULTS = BENCHMARKS / "results"
 IDEA_METHODS = ["grpo", "qd", "maxent", "pop", "ips", "pop+ips+qd"]
 # The execution-rewards paper, Table 1 (last 10 epochs): mean R, max R, diversity, complexity. IPS and pop+ips+qd are
 # ours.
@@ -331,8 +332,8 @@ def markdown(results: dict[str, Any]) -> str:
     """The BENCHMARKS.md fragment."""
     m = results["machine"]
     lines = ["## Toy reproduction (the execution-rewards and IPS papers)", "",
-             f"`benchmarks/toy_reproduction.py`, {m['date']}, {m['nproc']} cores ({m['cpu']}), torch on 1 thread per "
-             f"run; load average at the end {m['load_average_1_5_15']} (the machine was shared with other jobs, so "
+             f"`benchmarks/toy/toy_reproduction.py`, {m['date']}, {m['nproc']} cores ({m['cpu']}), torch on 1 thread "
+             f"per run; load average at the end {m['load_average_1_5_15']} (the machine was shared with other jobs, so "
              "wall times are pessimistic). Seeds 42, 142, 242, 342, 442; numbers are mean ± sample std over seeds of "
              "each seed's mean over the last 10 steps. Defaults are those of `divrl toy` "
              "(bandit: Adam lr 0.02, G 64, 1000 steps; grids: Adam lr 0.05, G 32, entropy bonus 0.001, "

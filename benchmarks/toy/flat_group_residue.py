@@ -7,7 +7,7 @@ GRPO on a 4-arm bandit where every arm pays the same reward, from a skewed start
 change, and with an exact reward (1.0) or with `zero_flat_groups` nothing does; with 1.2 the residue pushes every
 sampled arm up, and Adam turns that into a steady drift toward the arms sampled most.
 
-Writes benchmarks/results/flat_group_residue.{json,md}. Run: `.venv/bin/python benchmarks/flat_group_residue.py`
+Writes benchmarks/results/flat_group_residue.{json,md}. Run: `.venv/bin/python benchmarks/toy/flat_group_residue.py`
 (about a minute on 2 cores).
 """
 
@@ -26,7 +26,8 @@ from divrl.core import group_advantages
 from divrl.toy.envs import make_bandit
 from divrl.toy.runner import TrainConfig, train
 
-RESULTS = Path(__file__).parent / "results"
+BENCHMARKS = Path(__file__).resolve().parents[1]
+RESULTS = BENCHMARKS / "results"
 GROUP_SIZE = 8
 SHARED_REWARDS = (0.2, 0.5, 1.0, 1.2, 1.5, 2.0, 3.7)
 START_LOGITS = [1.0, 0.0, 0.0, 0.0]
@@ -57,7 +58,7 @@ def markdown(results: dict[str, Any]) -> str:
     """The BENCHMARKS.md fragment."""
     m = results["machine"]
     lines = [
-        "## Flat groups: GRPO's fp32 residue and the drift it causes (benchmarks/flat_group_residue.py)", "",
+        "## Flat groups: GRPO's fp32 residue and the drift it causes (benchmarks/toy/flat_group_residue.py)", "",
         f"{m['cpu']}, {m['date']}, {results['wall_seconds']} s. A group whose {GROUP_SIZE} completions share one "
         "reward carries no signal; the advantage GRPO's normalisation gives each of them in fp32 (TRL's convention, "
         "`core.group_advantages`):", "",
