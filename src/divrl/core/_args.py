@@ -23,7 +23,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _describe(value: Any) -> str:
-    return f"{type(value).__name__} {value!r}" if len(repr(value)) <= 40 else type(value).__name__
+    """`value` for an error message: its type, and its repr when that is short (a tensor's never is worth printing)."""
+    if torch.is_tensor(value) and value.numel() > 4:
+        return f"{type(value).__name__} of shape {tuple(value.shape)}"
+    text = repr(value)
+    return f"{type(value).__name__} {text}" if len(text) <= 40 else type(value).__name__
 
 
 def _name(hint: Any) -> str:
@@ -44,82 +48,129 @@ def _name(hint: Any) -> str:
     return f"a {getattr(hint, '__name__', hint)}"
 
 
-def _problem(value: Any, hint: Any, top: bool = True) -> str | None:
-    """Why `value` does not fit type hint `hint` ('must be ...', or '[i] must be ...' for an item of a sequence), or
-    None when it does (or `hint` is not checked). A float argument must be finite; a float inside a sequence, like
-    a tensor's entries, may be NaN."""
+Check = Callable[[Any], "str | None"]
+
+
+def _compile(hint: Any, top: bool = True) -> Check | None:
+    """A function giving why a value does not fit type hint `hint` ('must be ...', or '[i] must be ...' for an item of
+    a sequence), or None when it fits; None instead of a function where `hint` is not checked. Built once per
+    argument, so a call pays only for the checks. A float argument must be finite; a float inside a sequence, like a
+    tensor's entries, may be NaN."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any or isinstance(hint, TypeVar):
         return None
     if origin in (typing.Union, types.UnionType):
-        problems = [_problem(value, option, top) for option in args]
-        if all(problems):
-            return next((p for p in problems if p.startswith("[") or "finite" in p),
-                        f"must be {_name(hint)}, got {_describe(value)}")
-        return None
+        options = [_compile(option, top) for option in args]
+        if any(check is None for check in options):
+            return None  # an unchecked option takes any value
+        # options that are an isinstance check alone, tried at once first (int excludes bool, float needs finite)
+        plain = tuple(option for option in args
+                      if inspect.isclass(option) and typing.get_origin(option) is None and option not in (int, float))
+        return functools.partial(_union_problem, options, hint, plain)
     if hint is type(None):
-        return None if value is None else f"must be None, got {_describe(value)}"
+        return lambda value: None if value is None else f"must be None, got {_describe(value)}"
     if origin is typing.Literal:
-        return None if value in args else f"must be one of {', '.join(map(repr, args))}, got {_describe(value)}"
+        return lambda value: (None if value in args else
+                              f"must be one of {', '.join(map(repr, args))}, got {_describe(value)}")
     if hint is bool:
-        return None if isinstance(value, bool) else f"must be a bool, got {_describe(value)}"
+        return lambda value: None if isinstance(value, bool) else f"must be a bool, got {_describe(value)}"
     if hint is int:
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-        return None if ok else f"must be an integer, got {_describe(value)}"
+        return lambda value: (None if isinstance(value, numbers.Integral) and not isinstance(value, bool) else
+                              f"must be an integer, got {_describe(value)}")
     if hint is float:
-        if torch.is_tensor(value) and value.dim() == 0 and not value.is_complex():
-            value = value.item()  # a tensor scalar passes as a number
-        if not isinstance(value, numbers.Real) or isinstance(value, bool):
-            return f"must be a number, got {_describe(value)}"
-        return None if math.isfinite(value) or not top else f"must be a finite number, got {value}"
+        return functools.partial(_float_problem, top=top)
     if hint is str:
-        return None if isinstance(value, str) else f"must be a string, got {_describe(value)}"
+        return lambda value: None if isinstance(value, str) else f"must be a string, got {_describe(value)}"
     if hint is torch.Tensor:
-        return None if torch.is_tensor(value) else f"must be a torch.Tensor, got {_describe(value)}"
+        return lambda value: None if torch.is_tensor(value) else f"must be a torch.Tensor, got {_describe(value)}"
     if hint is Hashable:
-        return None if isinstance(value, Hashable) else f"must be hashable, got {_describe(value)}"
+        return lambda value: None if isinstance(value, Hashable) else f"must be hashable, got {_describe(value)}"
     if origin is tuple:
-        if not isinstance(value, (tuple, list)) or (args and args[-1] is not Ellipsis and len(value) != len(args)):
-            return f"must be a tuple of {len(args)}, got {_describe(value)}"
-        inner = args[:1] * len(value) if args and args[-1] is Ellipsis else args
-        return next((f"[{i}] {p}" for i, (item, h) in enumerate(zip(value, inner))
-                     if (p := _problem(item, h, top=False))), None)
+        return _tuple_check(hint, args)
     if origin in (Sequence, list) or hint in (Sequence, list):
-        if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) and args and args[0] is not Any:
-            return f"must be {_name(hint)}, got {_describe(value)}"
-        return _items_problem(value, args)
-    if inspect.isclass(hint) and origin is None and not isinstance(value, hint):  # e.g. AddStatus
-        return f"must be {_name(hint)}, got {_describe(value)}"
-    if origin is Iterable or hint is Iterable:
-        return None if isinstance(value, Iterable) else f"must be iterable, got {_describe(value)}"
-    if origin is Mapping or origin is dict or hint in (Mapping, dict):
-        if not isinstance(value, Mapping):
-            return f"must be a mapping, got {_describe(value)}"
-        return _items_problem(list(value.values()), args[1:])
+        item = _compile(args[0], top=False) if args else None
+        text_refused = bool(args) and args[0] is not Any
+
+        def sequence_problem(value: Any) -> str | None:
+            if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) and text_refused:
+                return f"must be {_name(hint)}, got {_describe(value)}"
+            return _item_problem(value, item)
+
+        return sequence_problem
+    if inspect.isclass(hint) and origin is None:  # e.g. AddStatus
+        return lambda value: None if isinstance(value, hint) else f"must be {_name(hint)}, got {_describe(value)}"
+    if origin is Iterable:
+        return lambda value: None if isinstance(value, Iterable) else f"must be iterable, got {_describe(value)}"
+    if origin in (Mapping, dict):
+        values = _compile(args[1], top=False) if len(args) > 1 else None
+        return lambda value: (_item_problem(list(value.values()), values) if isinstance(value, Mapping) else
+                              f"must be a mapping, got {_describe(value)}")
     return None
 
 
-def _items_problem(items: Sequence[Any], args: tuple[Any, ...]) -> str | None:
-    """The first item of `items` that does not fit the element hint `args[0]`, as '[i] must be ...'."""
-    if not args:
+def _union_problem(options: list[Check], hint: Any, plain: tuple[type, ...], value: Any) -> str | None:
+    """None when `value` fits one of the options (an instance of a `plain` one, or the first other that fits), else
+    the most telling problem: an item's or a non-finite number's, or 'must be A or B'."""
+    if plain and isinstance(value, plain):
         return None
-    return next((f"[{i}] {p}" for i, item in enumerate(items) if (p := _problem(item, args[0], top=False))), None)
+    problems = []
+    for check in options:
+        if (problem := check(value)) is None:
+            return None
+        problems.append(problem)
+    return next((p for p in problems if p.startswith("[") or "finite" in p),
+                f"must be {_name(hint)}, got {_describe(value)}")
+
+
+def _float_problem(value: Any, top: bool) -> str | None:
+    """A number (a 0-d real tensor passes as one); finite where it is an argument itself (`top`)."""
+    if torch.is_tensor(value) and value.dim() == 0 and not value.is_complex():
+        value = value.item()
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return f"must be a number, got {_describe(value)}"
+    return None if math.isfinite(value) or not top else f"must be a finite number, got {value}"
+
+
+def _tuple_check(hint: Any, args: tuple[Any, ...]) -> Check:
+    """tuple[A, B] (that many items, each its own hint) or tuple[A, ...] (any number of A); a list passes too."""
+    variadic = bool(args) and args[-1] is Ellipsis
+    items = [_compile(h, top=False) for h in (args[:1] if variadic else args)]
+
+    def tuple_problem(value: Any) -> str | None:
+        if not isinstance(value, (tuple, list)) or (args and not variadic and len(value) != len(args)):
+            return f"must be a tuple of {len(args)}, got {_describe(value)}"
+        checks = items * len(value) if variadic else items
+        return next((f"[{i}] {p}" for i, (item, check) in enumerate(zip(value, checks))
+                     if check is not None and (p := check(item))), None)
+
+    return tuple_problem
+
+
+def _item_problem(items: Sequence[Any], check: Check | None) -> str | None:
+    """The first item of `items` that `check` finds a problem with, as '[i] must be ...'."""
+    if check is None:
+        return None
+    return next((f"[{i}] {p}" for i, item in enumerate(items) if (p := check(item))), None)
 
 
 def checked(function: F) -> F:
     """Check every argument of `function` against its type hint (resolved on the first call), raising a TypeError
     (wrong type) or ValueError (a non-finite float) that names the function and the argument."""
     signature = inspect.signature(function)
-    hints: dict[str, Any] = {}
+    checks: dict[str, Check] = {}
+    resolved = False
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not hints:
-            hints.update(typing.get_type_hints(function))
-            hints.pop("return", None)
+        nonlocal resolved
+        if not resolved:
+            hints = typing.get_type_hints(function)
+            checks.update((name, check) for name, hint in hints.items()
+                          if name != "return" and (check := _compile(hint)) is not None)
+            resolved = True
         bound = signature.bind(*args, **kwargs)
         for name, value in bound.arguments.items():
-            if name in hints and (problem := _problem(value, hints[name])):
+            if (check := checks.get(name)) is not None and (problem := check(value)):
                 error = ValueError if "finite" in problem or "one of" in problem else TypeError
                 raise error(f"{function.__qualname__}: {name}{'' if problem.startswith('[') else ' '}{problem}")
         return function(*args, **kwargs)
