@@ -165,7 +165,7 @@ def test_a_resume_that_diverges_still_counts_what_the_killed_run_paid(tmp_path, 
     assert oracle.calls == ["CCCC"] and resumed.oracle_calls == 4 and resumed.over_budget == 1
 
 
-def test_a_snapshot_restored_after_real_calls_keeps_the_journal_and_prepays_them(tmp_path) -> None:
+def test_a_snapshot_restored_after_real_calls_keeps_the_journal_and_prepays_them(tmp_path, caplog) -> None:
     """A population's member scoring restores the task state taken before its real oracle calls: the run's own
     journal must still be accepted, and the calls it paid stay paid (prepaid, then counted)."""
     scorer = CachedScorer(oracle := CountingOracle(), budget=5)
@@ -175,8 +175,11 @@ def test_a_snapshot_restored_after_real_calls_keeps_the_journal_and_prepays_them
     scorer.score(["CCN", "CCC"])  # member scoring: real calls, journaled
     scorer.load_state_dict(snapshot)  # refused before the fix: "the journal belongs to another run"
     assert scorer.score(["CCN"]) == [0.03] and oracle.calls == ["CCO", "CCN", "CCC"]
-    scorer.score(["CCCC"])  # a molecule never asked for: CCC, paid during scoring, joins the history first
+    with caplog.at_level(logging.INFO):
+        scorer.score(["CCCC"])  # a molecule never asked for: CCC, paid during scoring, joins the history first
     assert [call.smiles for call in scorer.history] == ["CCO", "CCN", "CCC", "CCCC"]
+    assert "killed run" not in caplog.text  # this run paid for CCC itself: no resume warning
+    assert "1 molecule(s) this run paid for before restoring an earlier state" in caplog.text
 
 
 def test_a_journal_from_another_run_is_refused_by_name(tmp_path) -> None:

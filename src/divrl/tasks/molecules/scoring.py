@@ -154,6 +154,7 @@ class CachedScorer:
         self._journal_path: Path | None = None
         self._journaled: list[OracleCall] = []  # the journal's calls when it was attached
         self._prepaid: dict[str, float] = {}  # journaled calls beyond the history, in journal order
+        self._paid_here: set[str] = set()  # molecules this process journaled (not a killed run's)
         self._journal_started = False  # the journal holds only the history it was started with
         self._shared = False
 
@@ -203,6 +204,7 @@ class CachedScorer:
                 self._journal.write(_journal_line(len(self.history), call))
                 self._journal.flush()
                 self._journaled.append(call)
+                self._paid_here.add(call.smiles)
             except OSError as error:
                 raise OSError(f"cannot append oracle call {len(self.history)} to the journal {self._journal_path} "
                               f"({error.strerror or error}): the calls before it are in it; free space, then resume "
@@ -210,12 +212,18 @@ class CachedScorer:
             self._journal_started = False
 
     def _adopt_prepaid(self) -> None:
-        """Move every remaining prepaid call into the history (the resumed run diverged from the killed one)."""
+        """Move every remaining prepaid call into the history: the resumed run diverged from the killed one, or a
+        restored snapshot (a population's member scoring) moved on to other molecules than those it paid for."""
         if not self._prepaid:
             return
-        logger.warning("the resumed run did not ask again for %d molecule(s) its killed run paid for (generation is "
-                       "not reproducible here): their journaled calls join the history and count towards the budget",
-                       len(self._prepaid))
+        killed_run = sum(s not in self._paid_here for s in self._prepaid)
+        if killed_run:
+            logger.warning("the resumed run did not ask again for %d molecule(s) its killed run paid for (generation "
+                           "is not reproducible here): their journaled calls join the history and count towards the "
+                           "budget", killed_run)
+        if len(self._prepaid) > killed_run:
+            logger.info("%d molecule(s) this run paid for before restoring an earlier state join the history and "
+                        "count towards the budget", len(self._prepaid) - killed_run)
         prepaid, self._prepaid = self._prepaid, {}
         for s, value in prepaid.items():
             self._record(OracleCall(s, value))
@@ -318,7 +326,7 @@ class CachedScorer:
         if self._journal is not None:
             self._journal.close()
         self._journal, self._journal_path, self._journaled, self._prepaid = None, None, [], {}
-        self._journal_started = False
+        self._journal_started, self._paid_here = False, set()
 
     def _sync_journal(self) -> None:
         """Prepay the journal's calls that the history lacks, in journal order; refuse a journal without every call
