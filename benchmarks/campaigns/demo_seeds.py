@@ -24,11 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 BENCHMARKS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
-from intervals import t_interval  # noqa: E402
+from intervals import seed_summary  # noqa: E402
 from machine import cpu_model  # noqa: E402
 
 ROOT = BENCHMARKS.parent
@@ -67,13 +65,10 @@ def summarise(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     if len(settings) != 1:
         raise SystemExit(f"demo_seeds: the seeds ran with different settings ({sorted(settings)}); rerun them")
 
-    def stat(values: list[float]) -> dict[str, Any]:
-        return {**t_interval(values), "min": float(np.min(values)), "max": float(np.max(values)), "values": values}
-
     first = next(iter(runs.values()))
-    models = {model: {metric: stat([run["models"][model][metric] for run in runs.values()])
+    models = {model: {metric: seed_summary([run["models"][model][metric] for run in runs.values()])
                       for metric in first["models"][model]} for model in first["models"]}
-    paired = {f"{a} - {b}": {metric: stat([run["models"][a][metric] - run["models"][b][metric]
+    paired = {f"{a} - {b}": {metric: seed_summary([run["models"][a][metric] - run["models"][b][metric]
                                            for run in runs.values()]) for metric in ("validity", "rr")}
               for a, b in PAIRS}
     return {"settings": first["settings"], "seeds": list(runs), "models": models, "paired": paired}

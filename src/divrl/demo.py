@@ -27,8 +27,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes" / "embedded-cpu" / "hypospace-boolean"
-# The committed multi-seed result of the demo's settings (benchmarks/campaigns/demo_seeds.py writes it).
+# The committed multi-seed results of the demo's settings: the LLM phase's and the molecule phase's
+# (benchmarks/campaigns/demo_seeds.py, demo_molecule_seeds.py).
 SEEDS_RESULT = ROOT / "benchmarks" / "results" / "demo_seeds.json"
+MOLECULE_SEEDS_RESULT = ROOT / "benchmarks" / "results" / "demo_molecule_seeds.json"
 BOOLEAN = {"operators": "basic", "max_depth": 2}  # evidence v2's setting: 36 observation sets
 MAX_NEW_TOKENS = 24  # the longest Boolean answer is 11 tokens with its END line
 # Training signals plotted and summarised: unshaped validity and distinct valid answers per group of 8.
@@ -254,7 +256,7 @@ def run_demo(args: argparse.Namespace) -> int:
         t0 = time.time()
         _banner(next(phase), total, f"molecules: the chemical LM on PMO's {clm_demo.OBJECTIVE}, prior sampling vs "
                 f"GRPO vs IPS-GRPO, {len(clm_demo.SEEDS)} seeds", start)
-        molecule_lines = clm_demo.report_lines(clm_demo.run_phase(out, progress=sub_step))
+        molecule_lines = clm_demo.report_lines(clm_demo.run_phase(out, progress=sub_step), MOLECULE_SEEDS_RESULT)
         print("\n".join(molecule_lines[:-2]), flush=True)
         release_freed_memory()
         timings["molecules"] = time.time() - t0

@@ -5,11 +5,13 @@ sampling the prior, GRPO and IPS-GRPO, both trained with the chemical-LM recipes
 step) behind a Murcko bucket-10 scaffold filter, the IPS paper's molecule setting. Yield@tau counts the distinct
 molecules scoring above `TAU` within the budget; `TAU` is the prior's own 99th percentile on the oracle (measured by
 `benchmarks/clm_prior.py`, results/clm_prior.json), so a hit is something sampling the prior rarely writes. The
-report gives each arm's mean and range over the seeds, and a Yield-against-calls figure with every seed drawn.
+report gives each arm's Yield per seed, the run read against the committed multi-seed result of the same settings
+(`benchmarks/campaigns/demo_molecule_seeds.py`), and a Yield-against-calls figure with every seed drawn.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +28,14 @@ SEEDS = (0, 1, 2)
 ARMS = ("sample", "grpo", "ips")
 FILTER = "diversity_filter={scaffold: murcko, bucket_size: 10}"
 MAX_STEPS = 100  # a cap no arm reaches at this budget unless it collapses onto molecules it has already scored
+PAIRS = (("grpo", "sample"), ("ips", "sample"), ("ips", "grpo"))  # the seed-paired differences the report reads
 History = list[tuple[str, float]]
+
+
+def settings() -> dict[str, Any]:
+    """What fixes a seed's result here (with the seed): two runs compare only when these are equal."""
+    return {"prior": "embedded:smiles-clm", "objective": OBJECTIVE, "tau": TAU, "budget": BUDGET, "filter": FILTER,
+            "max_steps": MAX_STEPS, "arms": list(ARMS)}
 
 
 def sample_prior(seed: int, budget: int) -> History:
@@ -59,15 +68,21 @@ def train_arm(method: str, seed: int, out: Path, budget: int) -> History:
     return [(call.smiles, call.score) for call in trainer.task.scorer.history[:budget]]
 
 
+def run_seed(seed: int, out: Path, progress: Callable[[str], None] = print) -> dict[str, History]:
+    """Every arm at `seed` (the trained arms' run folders under OUT/molecules); {arm: its oracle-call history}."""
+    histories: dict[str, History] = {}
+    for arm in ARMS:
+        progress(f"molecules: {arm}, seed {seed}, until {BUDGET} oracle calls of {OBJECTIVE}")
+        histories[arm] = (sample_prior(seed, BUDGET) if arm == "sample"
+                          else train_arm(arm, seed, out / "molecules" / f"{arm}-seed{seed}", BUDGET))
+    return histories
+
+
 def run_phase(out: Path, seeds: tuple[int, ...] = SEEDS, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Every arm on every seed; writes OUT/molecules.png and returns {"histories": {arm: {seed: history}}, "yield":
     {arm: [Yield@TAU per seed]}}."""
-    histories: dict[str, dict[int, History]] = {arm: {} for arm in ARMS}
-    for seed in seeds:
-        for arm in ARMS:
-            progress(f"molecules: {arm}, seed {seed}, until {BUDGET} oracle calls of {OBJECTIVE}")
-            histories[arm][seed] = (sample_prior(seed, BUDGET) if arm == "sample"
-                                    else train_arm(arm, seed, out / "molecules" / f"{arm}-seed{seed}", BUDGET))
+    by_seed = {seed: run_seed(seed, out, progress) for seed in seeds}
+    histories = {arm: {seed: runs[arm] for seed, runs in by_seed.items()} for arm in ARMS}
     summary = {arm: [generative_yield(h, TAU) for h in runs.values()] for arm, runs in histories.items()}
     plot(histories, out / "molecules.png")
     return {"histories": histories, "yield": summary}
@@ -96,14 +111,41 @@ def plot(histories: dict[str, dict[int, History]], path: Path) -> None:
     plt.close(figure)
 
 
-def report_lines(result: dict[str, Any]) -> list[str]:
-    """The report's section: the setting, each arm's Yield over the seeds, and the figure."""
+def report_lines(result: dict[str, Any], committed_path: Path | None = None) -> list[str]:
+    """The report's section: the setting, each arm's Yield per seed, this run beside the committed multi-seed result
+    at `committed_path` (when there is one for the same settings), and the figure."""
+    seeds = list(result["histories"]["sample"])
     lines = ["## A chemical LM on a PMO oracle: prior sampling, GRPO and IPS-GRPO", "",
              f"`embedded:smiles-clm` (divrl's ~3M-parameter chemical LM, pretrained on MOSES) on PMO's `{OBJECTIVE}`, "
              f"{BUDGET} oracle calls per run (distinct valid molecules), GRPO and IPS-GRPO behind a Murcko bucket-10 "
-             f"scaffold filter, 64 molecules a step, seeds {', '.join(map(str, result['histories']['sample']))}. "
+             f"scaffold filter, 64 molecules a step, seeds {', '.join(map(str, seeds))}. "
              f"Yield: distinct molecules scoring above {TAU}, the prior's 99th percentile (results/clm_prior.md).", "",
              "| arm | Yield (mean) | per seed |", "|---|---|---|"]
     for arm, values in result["yield"].items():
         lines.append(f"| {arm} | {statistics.mean(values):.1f} | {', '.join(map(str, values))} |")
+    lines += ["", *committed_lines(result["yield"], seeds, committed_path)]
     return lines + ["", "![Yield against oracle calls](molecules.png)"]
+
+
+def committed_lines(yields: dict[str, list[int]], seeds: list[int], committed_path: Path | None) -> list[str]:
+    """This run's Yield per arm and seed-paired differences beside the committed result's mean, Student-t interval
+    over seeds and range; a line saying why not where there is no committed result of these settings."""
+    script = "`python benchmarks/campaigns/demo_molecule_seeds.py`"
+    if committed_path is None or not committed_path.is_file():
+        return [f"No committed multi-seed result to read this run against ({script} writes it)."]
+    committed = json.loads(committed_path.read_text())
+    if committed.get("settings") != settings():
+        return [f"The committed multi-seed result ({committed_path.name}) is for other settings: {script} reruns it."]
+    shared = [seed for seed in seeds if seed in committed["seeds"]]
+    lines = [f"Beside the same settings run with {len(committed['seeds'])} seeds by {script} (commit "
+             f"{committed['commit']}, {committed['date'][:10]}; this run's seeds {', '.join(map(str, seeds))}"
+             + (f", of which {', '.join(map(str, shared))} are among them and should repeat their committed Yield on "
+                "the same machine and thread count" if shared else "") + "). Interval: Student-t 95% over seeds.", "",
+             "| Yield | this run (mean) | committed mean [95% t-interval] | committed range |", "|---|---|---|---|"]
+    rows = [(arm, statistics.mean(yields[arm]), committed["arms"][arm]) for arm in ARMS]
+    rows += [(f"{a} - {b} (paired by seed)", statistics.mean(x - y for x, y in zip(yields[a], yields[b], strict=True)),
+              committed["paired"][f"{a} - {b}"]) for a, b in PAIRS]
+    for label, mine, stat in rows:
+        lines.append(f"| {label} | {mine:.2f} | {stat['mean']:.2f} [{stat['ci_low']:.2f}, {stat['ci_high']:.2f}] | "
+                     f"{stat['min']:g} to {stat['max']:g} |")
+    return lines
