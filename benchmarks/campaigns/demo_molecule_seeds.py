@@ -3,8 +3,8 @@
 Runs the molecule phase's three arms (`divrl.tasks.molecules.clm_demo`: sampling `embedded:smiles-clm`, GRPO and
 IPS-GRPO behind a Murcko bucket-10 filter, 256 calls of PMO's albuterol_similarity each) for seeds 0 to 9 (the demo
 runs 0, 1, 2), one seed after another in this process. It resumes: each seed's oracle-call histories, Yield and the
-commit it ran at go to benchmarks/evidence/demo_molecule_seeds/seedS.json as it ends (commit them), and a seed whose
-file exists is not run again. It then writes results/demo_molecule_seeds.json (which the demo's report reads) and
+commit it ran at go to benchmarks/evidence/demo_molecule_seeds/budgetB/seedS.json (B: clm_demo's budget) as it ends
+(commit them), and a seed whose file exists is not run again. It then writes results/demo_molecule_seeds.json (which the demo's report reads) and
 results/demo_molecule_seeds.md: per arm the mean Yield over seeds with a Student-t 95% interval (df = seeds - 1) and
 the range, and the seed-paired differences GRPO - sampling, IPS - sampling and IPS - GRPO.
 
@@ -93,9 +93,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS, help="seeds (default 0 to 9)")
     parser.add_argument("--report-only", action="store_true", help="summarise the seeds already run; run none")
-    parser.add_argument("--state", type=Path, default=STATE, help=f"the seeds' files (default {STATE})")
+    parser.add_argument("--state", type=Path, default=None,
+                        help=f"the seeds' files (default {STATE}/budgetB, B the molecule phase's oracle budget)")
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"results folder (default {RESULTS})")
     args = parser.parse_args()
+    args.state = args.state or STATE / f"budget{clm_demo.BUDGET}"
     if not args.report_only:
         from divrl.cpu_threads import use_free_cores
 
