@@ -1,12 +1,13 @@
 """The demo's molecule phase with 10 seeds: the known spread one `make demo` run's molecule table is read against.
 
 Runs the molecule phase's three arms (`divrl.tasks.molecules.clm_demo`: sampling `embedded:smiles-clm`, GRPO and
-IPS-GRPO behind a Murcko bucket-10 filter, 256 calls of PMO's albuterol_similarity each) for seeds 0 to 9 (the demo
-runs 0, 1, 2), one seed after another in this process. It resumes: each seed's oracle-call histories, Yield and the
-commit it ran at go to benchmarks/evidence/demo_molecule_seeds/budgetB/seedS.json (B: clm_demo's budget) as it ends
-(commit them), and a seed whose file exists is not run again. It then writes results/demo_molecule_seeds.json (which the demo's report reads) and
-results/demo_molecule_seeds.md: per arm the mean Yield over seeds with a Student-t 95% interval (df = seeds - 1) and
-the range, and the seed-paired differences GRPO - sampling, IPS - sampling and IPS - GRPO.
+IPS-GRPO behind a Murcko bucket-10 filter, clm_demo.BUDGET calls of PMO's albuterol_similarity each) for seeds 0 to 9
+(the demo runs clm_demo.SEEDS of them), one seed after another in this process. It resumes: each seed's oracle-call
+histories, Yield and the commit it ran at go to benchmarks/evidence/demo_molecule_seeds/budgetB/seedS.json (B: the
+budget) as it ends (commit them), and a seed whose file exists is not run again. It then writes
+results/demo_molecule_seeds.json (which the demo's report reads) and results/demo_molecule_seeds.md: per arm the
+mean Yield over seeds with a Student-t 95% interval (df = seeds - 1) and the range, and the seed-paired differences
+GRPO - sampling, IPS - sampling and IPS - GRPO.
 
     python benchmarks/campaigns/demo_molecule_seeds.py [--seeds 0 1 ... 9] [--report-only] [--state DIR] [--results DIR]
 """

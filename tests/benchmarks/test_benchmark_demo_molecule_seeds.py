@@ -16,7 +16,8 @@ import demo_molecule_seeds as bench  # noqa: E402
 
 from divrl.tasks.molecules import clm_demo  # noqa: E402
 
-YIELDS = {0: {"sample": 1, "grpo": 3, "ips": 3}, 1: {"sample": 2, "grpo": 5, "ips": 4}, 2: {"sample": 1, "grpo": 2, "ips": 2}}
+YIELDS = {0: {"sample": 1, "grpo": 3, "ips": 3}, 1: {"sample": 2, "grpo": 5, "ips": 4},
+          2: {"sample": 1, "grpo": 2, "ips": 2}}
 
 
 def _write_records(state: Path, settings: dict | None = None) -> None:

@@ -181,8 +181,8 @@ def test_a_unit_runs_end_to_end_on_the_shipped_prior(arm: str, tmp_path: Path,
 
 
 @pytest.mark.slow
-def test_the_tau_pilot_records_percentiles_rounded_up_and_replaces_a_slow_oracle(tmp_path: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_tau_pilot_records_percentiles_rounded_up_and_replaces_a_slow_oracle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fake clock times the oracles: the first-ranked one takes 1 s for the pilot's molecules (too slow), the rest
     a microsecond each, so the rule's choice is tested without reading this machine's speed."""
     readings = iter([0.0, 1.0])
