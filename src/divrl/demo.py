@@ -93,6 +93,20 @@ def demo_settings(args: argparse.Namespace) -> dict[str, Any]:
             "instances": args.instances, "samples": args.samples}
 
 
+def training_flags(method: str, args: argparse.Namespace, out: Path) -> list[str]:
+    """`divrl train`'s arguments for training `method` as the demo does (the recipe's path first) into `out`."""
+    return [str(RECIPES / f"{method}.yaml"), "--model_name_or_path", args.model,
+            *(arg for key, value in BOOLEAN.items() for arg in ("--task_arg", f"{key}={value}")),
+            "--max_steps", str(args.steps), "--instance_limit", str(args.instances),
+            "--per_device_train_batch_size", str(8 * args.prompts_per_step),
+            "--learning_rate", str(args.learning_rate), "--max_completion_length", str(MAX_NEW_TOKENS),
+            "--seed", str(args.seed), "--console_log", "compact",
+            "--output_dir", str(out), "--overwrite_output_dir", "true",  # a rerun trains afresh
+            "--logging_steps", "1", "--save_strategy", "no",
+            # the demo evaluates every model on held-out instances once training ends
+            "--recovery_eval", "false"]
+
+
 def held_out_numbers(recovery: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Per model ('base' for the untrained one, which the demo evaluates first; else the method), HELD_OUT's values."""
     from divrl.tasks.hypospace.recovery import modal_share
@@ -268,16 +282,7 @@ def run_demo(args: argparse.Namespace) -> int:
     for method in args.methods:
         _banner(next(phase), total, f"training {method} for {args.steps} steps", start)
         t0 = time.time()
-        code = divrl(["train", str(RECIPES / f"{method}.yaml"), "--model_name_or_path", args.model,
-                      *(arg for key, value in BOOLEAN.items() for arg in ("--task_arg", f"{key}={value}")),
-                      "--max_steps", str(args.steps), "--instance_limit", str(args.instances),
-                      "--per_device_train_batch_size", str(8 * args.prompts_per_step),
-                      "--learning_rate", str(args.learning_rate), "--max_completion_length", str(MAX_NEW_TOKENS),
-                      "--seed", str(args.seed), "--console_log", "compact",
-                      "--output_dir", str(out / method), "--overwrite_output_dir", "true",  # a rerun trains afresh
-                      "--logging_steps", "1", "--save_strategy", "no",
-                      # the demo evaluates every model on held-out instances once training ends
-                      "--recovery_eval", "false"])
+        code = divrl(["train", *training_flags(method, args, out / method)])
         if code:
             return code
         release_freed_memory()  # the finished trainer and its model, before the next phase loads another
