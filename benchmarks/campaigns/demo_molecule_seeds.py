@@ -14,7 +14,6 @@ GRPO - sampling, IPS - sampling and IPS - GRPO.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -27,7 +26,7 @@ from typing import Any
 BENCHMARKS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCHMARKS))  # the shared modules at benchmarks/ (machine, timing, ...)
 sys.path.insert(0, str(BENCHMARKS / "campaigns"))
-from demo_seeds import git_commit  # noqa: E402
+from demo_seeds import git_commit, seeds_parser, write_results  # noqa: E402
 from intervals import seed_summary  # noqa: E402
 from machine import cpu_model  # noqa: E402
 
@@ -35,7 +34,6 @@ from divrl.tasks.molecules import clm_demo  # noqa: E402
 from divrl.tasks.molecules.metrics import generative_yield  # noqa: E402
 
 STATE = BENCHMARKS / "evidence" / "demo_molecule_seeds"
-RESULTS = BENCHMARKS / "results"
 SEEDS = list(range(10))
 
 
@@ -91,13 +89,8 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS, help="seeds (default 0 to 9)")
-    parser.add_argument("--report-only", action="store_true", help="summarise the seeds already run; run none")
-    parser.add_argument("--state", type=Path, default=None,
-                        help=f"the seeds' files (default {STATE}/budgetB, B the molecule phase's oracle budget)")
-    parser.add_argument("--results", type=Path, default=RESULTS, help=f"results folder (default {RESULTS})")
-    args = parser.parse_args()
+    state_help = f"the seeds' files (default {STATE}/budgetB, B the molecule phase's oracle budget)"
+    args = seeds_parser(__doc__.splitlines()[0], SEEDS, None, state_help).parse_args()
     args.state = args.state or STATE / f"budget{clm_demo.BUDGET}"
     if not args.report_only:
         from divrl.cpu_threads import use_free_cores
@@ -111,10 +104,7 @@ def main() -> None:
            "torch_threads": ", ".join(sorted({str(r["torch_threads"]) for r in records.values()})),
            "cpu": cpu_model(), "cores": os.cpu_count(),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    args.results.mkdir(exist_ok=True)
-    (args.results / "demo_molecule_seeds.json").write_text(json.dumps(doc, indent=1))
-    (args.results / "demo_molecule_seeds.md").write_text(markdown(doc))
-    print(markdown(doc))
+    write_results(args.results, "demo_molecule_seeds", doc, markdown(doc))
 
 
 if __name__ == "__main__":

@@ -92,13 +92,27 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS, help="seeds (default 42 to 46)")
+def seeds_parser(description: str, seeds: list[int], state: Path | None, state_help: str) -> argparse.ArgumentParser:
+    """The command line of a multi-seed run of one demo phase: --seeds, --report-only, --state, --results."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seeds", type=int, nargs="+", default=seeds,
+                        help=f"seeds (default {seeds[0]} to {seeds[-1]})")
     parser.add_argument("--report-only", action="store_true", help="summarise the seeds already run; run none")
-    parser.add_argument("--state", type=Path, default=STATE, help=f"the seeds' folders (default {STATE})")
+    parser.add_argument("--state", type=Path, default=state, help=state_help)
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"results folder (default {RESULTS})")
-    args = parser.parse_args()
+    return parser
+
+
+def write_results(results: Path, name: str, doc: dict[str, Any], text: str) -> None:
+    """RESULTS/NAME.json and NAME.md, and the table on stdout."""
+    results.mkdir(exist_ok=True)
+    (results / f"{name}.json").write_text(json.dumps(doc, indent=1))
+    (results / f"{name}.md").write_text(text)
+    print(text)
+
+
+def main() -> None:
+    args = seeds_parser(__doc__.splitlines()[0], SEEDS, STATE, f"the seeds' folders (default {STATE})").parse_args()
     runs = {}
     for seed in args.seeds:
         if args.report_only and not (args.state / f"seed{seed}" / "held_out.json").is_file():
@@ -109,10 +123,7 @@ def main() -> None:
     commits = sorted({run["commit"] for run in runs.values()})
     doc = {**summarise(runs), "commit": ", ".join(commits), "cpu": cpu_model(), "cores": os.cpu_count(),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    args.results.mkdir(exist_ok=True)
-    (args.results / "demo_seeds.json").write_text(json.dumps(doc, indent=1))
-    (args.results / "demo_seeds.md").write_text(markdown(doc))
-    print(markdown(doc))
+    write_results(args.results, "demo_seeds", doc, markdown(doc))
 
 
 if __name__ == "__main__":
