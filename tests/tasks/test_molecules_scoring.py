@@ -163,6 +163,11 @@ def test_a_resume_that_diverges_still_counts_what_the_killed_run_paid(tmp_path, 
         assert resumed.score(["CCCC", "CCCCC"]) == [0.04, 0.0]  # CCN, CCC adopted first: one call left
     assert "did not ask again for 2 molecule(s)" in caplog.text
     assert oracle.calls == ["CCCC"] and resumed.oracle_calls == 4 and resumed.over_budget == 1
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # a population restores its snapshot: the adopted calls are prepaid again
+        resumed.load_state_dict({"history": [["CCO", 0.03]], "hits": 0, "misses": 1})
+        resumed.score(["CCCCC"])
+    assert "killed run" not in caplog.text and resumed.oracle_calls == 4  # named once; counted once
 
 
 def test_a_snapshot_restored_after_real_calls_keeps_the_journal_and_prepays_them(tmp_path, caplog) -> None:

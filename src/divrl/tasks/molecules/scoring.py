@@ -155,6 +155,7 @@ class CachedScorer:
         self._journaled: list[OracleCall] = []  # the journal's calls when it was attached
         self._prepaid: dict[str, float] = {}  # journaled calls beyond the history, in journal order
         self._paid_here: set[str] = set()  # molecules this process journaled (not a killed run's)
+        self._reported: set[str] = set()  # a killed run's molecules already named in the warning (once each)
         self._journal_started = False  # the journal holds only the history it was started with
         self._shared = False
 
@@ -216,14 +217,15 @@ class CachedScorer:
         restored snapshot (a population's member scoring) moved on to other molecules than those it paid for."""
         if not self._prepaid:
             return
-        killed_run = sum(s not in self._paid_here for s in self._prepaid)
-        if killed_run:
+        killed_run = {s for s in self._prepaid if s not in self._paid_here}
+        if unreported := killed_run - self._reported:  # a restored snapshot may bring them back: warn once
             logger.warning("the resumed run did not ask again for %d molecule(s) its killed run paid for (generation "
                            "is not reproducible here): their journaled calls join the history and count towards the "
-                           "budget", killed_run)
-        if len(self._prepaid) > killed_run:
+                           "budget", len(unreported))
+            self._reported |= unreported
+        if len(self._prepaid) > len(killed_run):
             logger.info("%d molecule(s) this run paid for before restoring an earlier state join the history and "
-                        "count towards the budget", len(self._prepaid) - killed_run)
+                        "count towards the budget", len(self._prepaid) - len(killed_run))
         prepaid, self._prepaid = self._prepaid, {}
         for s, value in prepaid.items():
             self._record(OracleCall(s, value))
@@ -326,7 +328,7 @@ class CachedScorer:
         if self._journal is not None:
             self._journal.close()
         self._journal, self._journal_path, self._journaled, self._prepaid = None, None, [], {}
-        self._journal_started, self._paid_here = False, set()
+        self._journal_started, self._paid_here, self._reported = False, set(), set()
 
     def _sync_journal(self) -> None:
         """Prepay the journal's calls that the history lacks, in journal order; refuse a journal without every call
