@@ -31,8 +31,8 @@ def _write_records(state: Path, settings: dict | None = None) -> None:
 def test_the_report_reads_the_seed_files_and_pairs_by_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write_records(tmp_path / "state")
     monkeypatch.setattr(clm_demo, "run_seed", lambda *a, **k: pytest.fail("a seed with a file ran again"))
-    monkeypatch.setattr(sys, "argv", ["demo_molecule_seeds.py", "--seeds", "0", "1", "2", "--state",
-                                      str(tmp_path / "state"), "--results", str(tmp_path / "results")])
+    monkeypatch.setattr(sys, "argv", ["demo_molecule_seeds.py", "--seeds", "0", "1", "2", "--report-only",
+                                      "--state", str(tmp_path / "state"), "--results", str(tmp_path / "results")])
     bench.main()
     doc = json.loads((tmp_path / "results" / "demo_molecule_seeds.json").read_text())
     assert doc["seeds"] == [0, 1, 2] and doc["settings"] == clm_demo.settings()
@@ -61,8 +61,14 @@ def test_the_demo_reads_its_molecule_run_against_the_committed_result(tmp_path: 
     yields = {"sample": [1, 2], "grpo": [4, 5], "ips": [4, 5]}  # a run of seeds 0 and 7
     lines = clm_demo.committed_lines(yields, [0, 7], committed)
     assert "of which 0 are among them" in lines[0]
-    assert "| grpo | 4.50 | 3.33 [" in "\n".join(lines) and "| 2 to 5 |" in "\n".join(lines)
-    assert any(line.startswith("| grpo - sample (paired by seed) | 3.00 | 2.00 [") for line in lines)
+    text = "\n".join(lines)
+    assert "| grpo | 4.50 | 3.33 [" in text and "| 2 to 5 | seed 0: 3 (this run 4) |" in text
+    assert any(line.startswith("| grpo - sample (paired by seed) | 3.00 | 2.00 [") and "seed 0: 2 (this run 3)" in line
+               for line in lines)
     committed.write_text(json.dumps({**doc, "settings": {**doc["settings"], "tau": 0.5}}))
     assert "is for other settings" in clm_demo.committed_lines(yields, [0, 7], committed)[0]
     assert "No committed multi-seed result" in clm_demo.committed_lines(yields, [0, 7], tmp_path / "absent.json")[0]
+    committed.write_text(json.dumps({key: value for key, value in doc.items() if key != "paired"}))
+    assert "could not be read (KeyError('paired'))" in clm_demo.committed_lines(yields, [0, 7], committed)[0]
+    committed.write_text("{not json")
+    assert "could not be read" in clm_demo.committed_lines(yields, [0, 7], committed)[0]

@@ -131,23 +131,34 @@ def report_lines(result: dict[str, Any], committed_path: Path | None = None) -> 
 
 def committed_lines(yields: dict[str, list[int]], seeds: list[int], committed_path: Path | None) -> list[str]:
     """This run's Yield per arm and seed-paired differences beside the committed result's mean, Student-t interval
-    over seeds and range; a line saying why not where there is no committed result of these settings."""
+    over seeds and range, and the committed values of this run's seeds where it has them; a line saying why not where
+    there is no readable committed result of these settings."""
     script = "`python benchmarks/campaigns/demo_molecule_seeds.py`"
     if committed_path is None or not committed_path.is_file():
         return [f"No committed multi-seed result to read this run against ({script} writes it)."]
-    committed = json.loads(committed_path.read_text())
-    if committed.get("settings") != settings():
-        return [f"The committed multi-seed result ({committed_path.name}) is for other settings: {script} reruns it."]
-    shared = [seed for seed in seeds if seed in committed["seeds"]]
-    lines = [f"Beside the same settings run with {len(committed['seeds'])} seeds by {script} (commit "
-             f"{committed['commit']}, {committed['date'][:10]}; this run's seeds {', '.join(map(str, seeds))}"
-             + (f", of which {', '.join(map(str, shared))} are among them and should repeat their committed Yield on "
-                "the same machine and thread count" if shared else "") + "). Interval: Student-t 95% over seeds.", "",
-             "| Yield | this run (mean) | committed mean [95% t-interval] | committed range |", "|---|---|---|---|"]
-    rows = [(arm, statistics.mean(yields[arm]), committed["arms"][arm]) for arm in ARMS]
-    rows += [(f"{a} - {b} (paired by seed)", statistics.mean(x - y for x, y in zip(yields[a], yields[b], strict=True)),
-              committed["paired"][f"{a} - {b}"]) for a, b in PAIRS]
-    for label, mine, stat in rows:
-        lines.append(f"| {label} | {mine:.2f} | {stat['mean']:.2f} [{stat['ci_low']:.2f}, {stat['ci_high']:.2f}] | "
-                     f"{stat['min']:g} to {stat['max']:g} |")
+    try:
+        committed = json.loads(committed_path.read_text())
+        if committed.get("settings") != settings():
+            return [f"The committed multi-seed result ({committed_path.name}) is for other settings: {script} reruns "
+                    "it."]
+        shared = [seed for seed in seeds if seed in committed["seeds"]]
+        lines = [f"Beside the same settings run with {len(committed['seeds'])} seeds by {script} (commit "
+                 f"{committed['commit']}, {committed['date'][:10]}; this run's seeds {', '.join(map(str, seeds))}"
+                 + (f", of which {', '.join(map(str, shared))} are among them and should repeat their committed "
+                    "values on the same machine and thread count" if shared else "")
+                 + "). Interval: Student-t 95% over seeds.", "",
+                 "| Yield | this run (mean) | committed mean [95% t-interval] | committed range | "
+                 "committed, this run's seeds |", "|---|---|---|---|---|"]
+        rows = [(arm, yields[arm], committed["arms"][arm]) for arm in ARMS]
+        rows += [(f"{a} - {b} (paired by seed)", [x - y for x, y in zip(yields[a], yields[b], strict=True)],
+                  committed["paired"][f"{a} - {b}"]) for a, b in PAIRS]
+        for label, mine, stat in rows:
+            by_seed = dict(zip(committed["seeds"], stat["values"], strict=True))
+            mine_by_seed = dict(zip(seeds, mine, strict=True))
+            same = ", ".join(f"seed {seed}: {by_seed[seed]:g} (this run {mine_by_seed[seed]:g})" for seed in shared)
+            lines.append(f"| {label} | {statistics.mean(mine):.2f} | {stat['mean']:.2f} [{stat['ci_low']:.2f}, "
+                         f"{stat['ci_high']:.2f}] | {stat['min']:g} to {stat['max']:g} | {same or '-'} |")
+    except (ValueError, KeyError, TypeError) as error:  # a JSON error is a ValueError
+        return [f"The committed multi-seed result {committed_path} could not be read ({error!r}): {script} rewrites "
+                "it."]
     return lines
