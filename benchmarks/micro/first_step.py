@@ -2,7 +2,7 @@
 
 Builds the demo's GRPO training exactly as `divrl demo` runs it (`divrl.demo.training_flags`: embedded Gemma-3-270M,
 HypoSpace Boolean, 2 prompts x a group of 8, seed 42) and profiles steps 1 to STEPS one by one (a TrainerCallback
-switches cProfile on at each step's start and off at its end). Reports each step's wall and CPU seconds, the seconds
+switches cProfile on at each step's start and off at its end). Reports each step's profiled seconds, the seconds
 of each part of a step (generation, the log-probability forward passes, backward, the optimizer, rewards) and its
 mean completion length per step, and the functions whose own time grew most from a later step to step 1. Writes
 results/first_step.json and .md.
@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import pstats
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,8 +96,7 @@ def summarise(profiles: list[pstats.Stats], top: int = 12) -> dict[str, Any]:
     first, later = own_seconds(profiles[0]), [own_seconds(stats) for stats in profiles[1:]]
 
     def later_median(name: str) -> float:
-        values = sorted(step.get(name, 0.0) for step in later)
-        return values[len(values) // 2] if values else 0.0
+        return statistics.median(step.get(name, 0.0) for step in later) if later else 0.0
 
     excess = sorted(((name, own - later_median(name)) for name, own in first.items()), key=lambda item: -item[1])
     return {"step_seconds": totals, "parts": [part_seconds(stats) for stats in profiles],
@@ -142,8 +142,8 @@ def main() -> None:
         began = time.perf_counter()
         profiles, lengths = profile_steps(args.steps, Path(out))
         wall = time.perf_counter() - began
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCHMARKS.parent, capture_output=True,
-                            text=True).stdout.strip() or "unknown"
+    commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=BENCHMARKS.parent,
+                            capture_output=True, text=True).stdout.strip() or "unknown"
     doc = {**summarise(profiles), "completion_tokens": lengths, "torch_threads": torch.get_num_threads(),
            "cores": os.cpu_count(), "cpu": cpu_model(), "commit": commit, "load_before": load_before,
            "load_after": os.getloadavg()[0],

@@ -34,7 +34,7 @@ def _profile(rounds: int) -> pstats.Stats:
 
 def test_step_one_excess_names_the_function_that_grew(monkeypatch) -> None:
     monkeypatch.setitem(bench.PARTS, "rewards", (Path(__file__).name, "_calculate_rewards"))
-    profiles = [_profile(400_000), _profile(1_000), _profile(1_000)]
+    profiles = [_profile(3_000_000), _profile(1_000), _profile(1_000)]  # step 1 thousands of times the work
     doc = bench.summarise(profiles, top=3)
     assert doc["first_step_excess"][0]["function"].endswith("(warm_up)")
     assert doc["first_step_excess"][0]["seconds"] > 0
