@@ -46,6 +46,7 @@ THREADS_LINE = "divrl: torch threads:"
 BUSY_LOOP = "while True: pass"
 DOCUMENTED_S = 6 * 60 + 50  # docs/demo.md's idle figure, 6 min 50 s (2026-12-02)
 BUSY_TARGET_RATIO = 2.0  # issue 60: beside one busy process, at most 2x the idle time
+IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")  # a Markdown image: ![alt](path)
 
 
 def demo_command(out: Path) -> list[str]:
@@ -143,8 +144,7 @@ def main() -> None:
         {**result, "commit": commit, "cpu": cpu_model(), "cores": os.cpu_count(), "load_average": load,
          "date": date, "report": report}, indent=1))
     body = report.replace("# divrl demo:", "### The demo's report:", 1).replace("\n## ", "\n#### ")
-    for image in ("![toy comparison](toy.png)", "![recovery curves](eval/recovery.png)", "![training](training.png)"):
-        body = body.replace(image, "")  # they live in the demo's temporary folder
+    body = IMAGE.sub("", body)  # the report's figures live in the demo's temporary folder
     lines = ["## The main job: `make demo` (`benchmarks/micro/demo_time.py`)", "",
              f"`divrl demo` with its defaults on {os.cpu_count()} cores ({cpu_model()}), commit {commit}, {date}, "
              f"load average {', '.join(map(str, load))} at the end, run twice: idle (beside the machine's other "
