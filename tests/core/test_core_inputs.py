@@ -85,6 +85,8 @@ def test_the_vendi_scores_of_non_finite_input_are_nan(rows: int, cols: int, bad:
 def test_the_messages_name_the_function_and_the_argument() -> None:
     with pytest.raises(TypeError, match=r"^group_advantages: group_size must be an integer, got str 'two'$"):
         CALLS["group_advantages"][0](**{**CALLS["group_advantages"][1], "group_size": "two"})
+    with pytest.raises(TypeError, match=r"^group_advantages: group_size must be an integer, got str 'infinite'$"):
+        CALLS["group_advantages"][0](**{**CALLS["group_advantages"][1], "group_size": "infinite"})  # a TypeError
     with pytest.raises(ValueError, match=r"^kl_divergence: eps must be a finite number, got nan$"):
         CALLS["kl_divergence"][0](**{**CALLS["kl_divergence"][1], "eps": math.nan})
     with pytest.raises(TypeError, match=r"^vendi_score_of_embeddings: x must be a torch.Tensor, got list"):

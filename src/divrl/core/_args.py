@@ -118,8 +118,15 @@ def _union_problem(options: list[Check], hint: Any, plain: tuple[type, ...], val
         if (problem := check(value)) is None:
             return None
         problems.append(problem)
-    return next((p for p in problems if p.startswith("[") or "finite" in p),
+    return next((p for p in problems if p.startswith("[") or _is_value_error(p)),
                 f"must be {_name(hint)}, got {_describe(value)}")
+
+
+def _is_value_error(problem: str) -> bool:
+    """Whether `problem` is a wrong value of the right type (a non-finite number, a value outside a Literal's
+    choices), read from what it requires, not from the value it echoes after ', got'."""
+    required = problem.split(", got ", 1)[0]
+    return "finite" in required or "one of" in required
 
 
 def _float_problem(value: Any, top: bool) -> str | None:
@@ -171,7 +178,7 @@ def checked(function: F) -> F:
         bound = signature.bind(*args, **kwargs)
         for name, value in bound.arguments.items():
             if (check := checks.get(name)) is not None and (problem := check(value)):
-                error = ValueError if "finite" in problem or "one of" in problem else TypeError
+                error = ValueError if _is_value_error(problem) else TypeError
                 raise error(f"{function.__qualname__}: {name}{'' if problem.startswith('[') else ' '}{problem}")
         return function(*args, **kwargs)
 
