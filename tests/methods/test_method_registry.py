@@ -4,6 +4,8 @@ written outside divrl, in one file, that trains without any change to divrl."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +204,12 @@ def test_a_stage_methods_switch_is_used_in_its_own_file_and_at_most_one_aggregat
         assert own in users, f"{method.name}: its own file does not use its switch {method.switch!r}"
         others = sorted(str(path.relative_to(src)) for path in users - {own})
         assert len(others) <= 1, f"{method.name}: switch {method.switch!r} is also used in {others}"
+
+
+def test_the_registry_imports_neither_transformers_nor_peft() -> None:
+    """The toy and every tool that reads the method registry start without transformers (and peft, which it pulls
+    in): about 4 s of a cold start here (issue 60's first hour)."""
+    code = ("import sys, divrl.methods; heavy = {'transformers', 'peft', 'trl'} & set(sys.modules); "
+            "assert not heavy, heavy")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
 
 from divrl.core.flowrl import FLOWRL_BETA, FLOWRL_IMPORTANCE_CLIP, TrajectoryBalanceTerms, trajectory_balance_terms
 from divrl.core.masked import masked_mean
@@ -126,18 +125,20 @@ class LogZHead(torch.nn.Module):
         return self.net(pooled).squeeze(-1)
 
 
-class _LogZHeadCallback(TrainerCallback):
-    """Syncs and clips the head's gradients before each optimizer step and clears them after it (the Trainer's
-    `model.zero_grad()` does not reach the head)."""
+def _log_z_head_callback(objective: FlowRL) -> Any:
+    """A TrainerCallback that syncs and clips the head's gradients before each optimizer step and clears them after it
+    (the Trainer's `model.zero_grad()` does not reach the head). Built here so that importing the method registry does
+    not import transformers (and through it peft)."""
+    from transformers import TrainerCallback
 
-    def __init__(self, objective: FlowRL) -> None:
-        self.objective = objective
+    class LogZHeadCallback(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):  # noqa: D102 (TrainerCallback hook)
+            objective.prepare_head_gradients()
 
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):  # noqa: D102 (TrainerCallback hook)
-        self.objective.prepare_head_gradients()
+        def on_optimizer_step(self, args, state, control, **kwargs):  # noqa: D102 (TrainerCallback hook)
+            objective.head.zero_grad(set_to_none=True)
 
-    def on_optimizer_step(self, args, state, control, **kwargs):  # noqa: D102 (TrainerCallback hook)
-        self.objective.head.zero_grad(set_to_none=True)
+    return LogZHeadCallback()
 
 
 @register
@@ -188,7 +189,7 @@ class FlowRL(Method):
         self.head = head.to(trainer.accelerator.device)
         self._accelerator, self._decay_parameter_names = trainer.accelerator, trainer.get_decay_parameter_names
         trainer.log_z_head = self.head
-        trainer.add_callback(_LogZHeadCallback(self))
+        trainer.add_callback(_log_z_head_callback(self))
 
     def state_dict(self) -> Any:
         return self.head.state_dict()
