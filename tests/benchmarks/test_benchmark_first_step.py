@@ -8,38 +8,40 @@ import pstats
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "micro"))
 
 import first_step as bench  # noqa: E402
 
-
-def warm_up(rounds: int) -> int:
-    total = 0
-    for i in range(rounds):  # a plain loop: all its time is warm_up's own
-        total += i * i
-    return total
+CLOCK = [0.0]  # the profiler's fake clock: a function's time is what it advances it by, whatever the machine
 
 
-def _calculate_rewards(rounds: int) -> int:  # named as TRL's, so it counts as the rewards part
-    return warm_up(rounds)
+def warm_up(seconds: float) -> None:
+    CLOCK[0] += seconds
 
 
-def _profile(rounds: int) -> pstats.Stats:
-    profile = cProfile.Profile()
+def _calculate_rewards(seconds: float) -> None:  # named as TRL's, so it counts as the rewards part
+    CLOCK[0] += 0.001
+    warm_up(seconds)
+
+
+def _profile(seconds: float) -> pstats.Stats:
+    profile = cProfile.Profile(lambda: CLOCK[0])
     profile.enable()
-    _calculate_rewards(rounds)
+    _calculate_rewards(seconds)
     profile.disable()
     return pstats.Stats(profile)
 
 
 def test_step_one_excess_names_the_function_that_grew(monkeypatch) -> None:
     monkeypatch.setitem(bench.PARTS, "rewards", (Path(__file__).name, "_calculate_rewards"))
-    profiles = [_profile(3_000_000), _profile(1_000), _profile(1_000)]  # step 1 thousands of times the work
+    profiles = [_profile(5.0), _profile(1.0), _profile(1.0)]  # warm_up takes 4 s more in step 1
     doc = bench.summarise(profiles, top=3)
     assert doc["first_step_excess"][0]["function"].endswith("(warm_up)")
-    assert doc["first_step_excess"][0]["seconds"] > 0
-    assert doc["parts"][0]["rewards"] > doc["parts"][1]["rewards"] > 0 and doc["parts"][0]["generation"] == 0
-    assert doc["step_seconds"][0] > doc["step_seconds"][1]
+    assert doc["first_step_excess"][0]["seconds"] == pytest.approx(4.0)
+    assert doc["parts"][0]["rewards"] == pytest.approx(5.001) and doc["parts"][1]["rewards"] == pytest.approx(1.001)
+    assert doc["parts"][0]["generation"] == 0 and doc["step_seconds"][:2] == pytest.approx([5.001, 1.001])
     doc |= {"torch_threads": 1, "cores": 2, "cpu": "test", "commit": "abc1234", "date": "2026-12-02",
             "load_before": 0.1, "load_after": 0.2}
     table = bench.markdown(doc)
