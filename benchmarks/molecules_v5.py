@@ -60,6 +60,7 @@ LAW_KEYS = ("reward", "diversity/pairwise")  # `divrl fit-law`'s defaults
 LAW_BOOTSTRAP = 1000
 TAUS = ("tau1", "tau2")
 VERDICT_MEASURES = ("novel_yield_tau1", "circles_tau1", "auc_top10")  # each arm against arms 4 and 1
+CURVE_VERDICT_MEASURES = VERDICT_MEASURES[:2]  # those with curves against calls: the comparison at equal calls
 
 
 class Arm(NamedTuple):
@@ -433,6 +434,26 @@ def judged(stat: dict[str, Any]) -> dict[str, Any]:
     return {**stat, "verdict": direction(stat)}
 
 
+def at_equal_calls(arms: dict[str, dict[int, dict[str, Any]]], name: str, reference: str) -> dict[str, Any] | None:
+    """`name` - `reference` on the curves' verdict measures at C, the most calls at which every unit of both arms
+    (paired by seed) has a curve point; None where C is B (the verdicts at B already compare them at equal calls)."""
+    from hypospace_recovery import t_interval
+
+    seeds = sorted(set(arms[name]) & set(arms[reference]))
+    units = [arms[arm][seed] for arm in (name, reference) for seed in seeds]
+    common = set.intersection(*(set(u["curves"]["calls"]) for u in units)) if units else set()
+    if not common or max(common) >= min(u["budget"] for u in units):
+        return None
+    calls = max(common)
+
+    def read(unit: dict[str, Any], measure: str) -> float:
+        return unit["curves"][measure][unit["curves"]["calls"].index(calls)]
+
+    return {"calls": calls, **{m: judged({**t_interval([read(arms[name][s], m) - read(arms[reference][s], m)
+                                                        for s in seeds]), "seeds": seeds})
+                               for m in CURVE_VERDICT_MEASURES}}
+
+
 def law_fits(state: Path, oracle: str, arms: dict[str, dict[int, dict[str, Any]]],
              bootstrap: int = LAW_BOOTSTRAP) -> dict[str, Any]:
     """R = -a exp(c D) + b over each RL unit's logged steps, pooled over seeds per arm and over every arm; "one law
@@ -496,8 +517,12 @@ def analyse(state: Path, units: dict[str, dict[str, dict[int, dict[str, Any]]]],
         verdicts = {name: {ref: {m: judged(paired(arms, name, ref, m)) for m in VERDICT_MEASURES}
                            for ref in ("grpo-filter", "prior") if ref != name and ref in arms}
                     for name in arms if name != "prior"}
+        pairs = [(name, ref) for name, refs in verdicts.items() for ref in refs]
+        pairs += [("ips-replay", "reinvent-replay")] if {"ips-replay", "reinvent-replay"} <= set(arms) else []
+        equal_calls = {f"{name} - {ref}": stats for name, ref in pairs if (stats := at_equal_calls(arms, name, ref))}
         out[oracle] = {"arms": summary, "anchor": anchor, "claim": claim, "question": question,
-                       "beat_prior": beats, "verdicts": verdicts, "law": law_fits(state, oracle, arms, bootstrap)}
+                       "beat_prior": beats, "verdicts": verdicts, "equal_calls": equal_calls,
+                       "law": law_fits(state, oracle, arms, bootstrap)}
     return out
 
 
@@ -547,6 +572,16 @@ def markdown(pilot: dict[str, Any], analysis: dict[str, Any], missing: list[Unit
             for ref, stats in refs.items():
                 cells = " | ".join(f"{s['verdict']}: {_stat(s)}" for s in stats.values())
                 lines.append(f"| {oracle} | {ARMS[name].number} {name} | {ARMS[ref].number} {ref} | {cells} |")
+    lines += ["", "### At equal calls, where a unit stopped short of B: each pair read from the curves at C, the most "
+                  "calls every unit of both arms reached", ""]
+    rows = [f"| {oracle} | {pair} | {stats['calls']:,} | "
+            + " | ".join(f"{stats[m]['verdict']}: {_stat(stats[m])}" for m in CURVE_VERDICT_MEASURES) + " |"
+            for oracle in chosen for pair, stats in analysis[oracle]["equal_calls"].items()]
+    if rows:
+        lines += ["| oracle | arm - against | C (calls) | novel Yield@tau1 | #Circles@tau1 |", "|---|---|---|---|---|",
+                  *rows]
+    else:
+        lines.append("Every unit compared reached B: the verdicts above compare at equal calls.")
     columns = ("auc_top10", "yield_tau1", "novel_yield_tau1", f"ob{OB_N}_tau1", "circles_tau1", "scaffolds_tau1",
                "intdiv_tau1", "yield_tau2", "novel_yield_tau2", f"ob{OB_N}_tau2")
     lines += ["", "### Per arm: mean over seeds, Student-t 95% interval (OB counts a seed that never reached 100 hits "

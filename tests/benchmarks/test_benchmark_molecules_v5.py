@@ -137,9 +137,30 @@ def test_the_report_reads_a_partial_campaign_from_its_files(tmp_path: Path) -> N
     assert text.index("Sanity first") < text.index("The paper's claim") < text.index("divrl's question")
     assert "**Campaign incomplete**: 63 units missing" in text and "**NOT within** 0.15" in text
     assert f"| {ORACLES[0]} | tau2 | +4.67 [" in text and "| NOT reproduced |" in text
+    assert first["equal_calls"] == {} and "Every unit compared reached B" in text
     assert (tmp_path / "results" / "molecules_v5_yield.png").stat().st_size > 0
     assert json.loads((tmp_path / "results" / "molecules_v5.json").read_text())["missing"][0] == [
         ORACLES[1], "prior", 0]
+
+
+def _curved(calls: list[int], novel: list[int], circles: list[int], budget: int = 400) -> dict[str, object]:
+    """A unit's metrics as far as the comparison at equal calls reads them."""
+    return {"budget": budget, "calls": calls[-1],
+            "curves": {"calls": calls, "novel_yield_tau1": novel, "circles_tau1": circles}}
+
+
+def test_arms_compare_at_the_most_calls_every_paired_unit_reached() -> None:
+    arms = {"grpo": {0: _curved([100, 200, 250], [1, 2, 2], [1, 1, 1]),  # stopped short at 250 calls
+                     1: _curved([100, 200, 300, 400], [2, 3, 9, 9], [1, 2, 3, 3]),
+                     2: _curved([100, 200, 300, 400], [0, 9, 9, 9], [0, 1, 1, 1])},  # seed 2 has no partner
+            "prior": {0: _curved([100, 200, 300, 400], [0, 0, 1, 1], [0, 0, 1, 1]),
+                      1: _curved([100, 200, 300, 400], [1, 1, 1, 2], [1, 1, 1, 2])}}
+    stats = v5.at_equal_calls(arms, "grpo", "prior")
+    assert stats is not None and stats["calls"] == 200  # not 250: the other units have no point there
+    assert stats["novel_yield_tau1"]["mean"] == pytest.approx(2) and stats["novel_yield_tau1"]["seeds"] == [0, 1]
+    assert stats["circles_tau1"]["mean"] == pytest.approx(1) and stats["circles_tau1"]["verdict"] == "better"
+    arms["grpo"][0] = _curved([100, 200, 300, 400], [1, 2, 2, 2], [1, 1, 1, 1])
+    assert v5.at_equal_calls(arms, "grpo", "prior") is None  # every paired unit reached B: the verdicts at B hold
 
 
 @pytest.mark.slow
