@@ -621,16 +621,19 @@ def figure(state: Path, units: dict[str, dict[int, dict[str, Any]]], oracle: str
     from divrl.tasks.molecules.scoring import read_history
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    colors = plt.get_cmap("tab20").colors
+    colors = plt.get_cmap("tab20").colors  # the dark half for arms 1-10, then the light half: 11 arms, 11 colours
     for name, seeds in units.items():
         arm, curves = ARMS[name], []
         for seed, metrics in sorted(seeds.items()):
             calls = [(c.smiles, c.score) for c in read_history(unit_dir(state, (oracle, name, seed)) / JOURNAL_FILE)]
             curve = yield_curve(gate_hits(calls[: metrics["budget"]], metrics["tau1"]), metrics["tau1"]) or [0]
             curves.append((curve, metrics["budget"]))
-        plot_seed_curves(ax, curves, colors[(arm.number - 1) * 2 % len(colors)], f"{arm.number} {name}")
-    ax.set(xlabel="oracle calls", ylabel="Yield@tau1 (distinct gated hits)",
-           title=f"Evidence v5, {oracle}: Yield@tau1 against calls (thin: seeds, dotted after a stop; bold: mean)")
+        index = 2 * (arm.number - 1)
+        plot_seed_curves(ax, curves, colors[index % len(colors) + index // len(colors)], f"{arm.number} {name}")
+    # symlog: prior sampling's ~100 hits stay visible beside the RL arms' thousands
+    ax.set_yscale("symlog", linthresh=10)
+    ax.set(xlabel="oracle calls", ylabel="Yield@tau1 (distinct gated hits, symlog)",
+           title=f"Evidence v5, {oracle}: Yield@tau1 against calls\n(thin: seeds, dotted after a stop; bold: mean)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
