@@ -272,15 +272,21 @@ def _cell(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) and not float(value).is_integer() else f"{value:g}"
 
 
+def _number(value: float, sign: str) -> str:
+    """Three significant digits, but a value of 1,000 or more as a whole number with separators, not 3.9e+03."""
+    return f"{value:{sign},.0f}" if abs(value) >= 1000 else f"{value:{sign}.3g}"
+
+
 def _interval(stat: dict[str, Any], difference: bool = True) -> str:
     """'mean [low, high] (n seeds)': signed with its seed count for a paired difference, plain for a level."""
     sign = "+" if difference else ""
     if stat["n"] == 0:
         return "no shared seed" if difference else "-"
     if math.isnan(stat["ci_low"]):
-        return f"{stat['mean']:{sign}.3g} (1 seed, no interval)"
+        return f"{_number(stat['mean'], sign)} (1 seed, no interval)"
     count = f" ({stat['n']} seeds)" if difference else ""
-    return f"{stat['mean']:{sign}.3g} [{stat['ci_low']:{sign}.3g}, {stat['ci_high']:{sign}.3g}]{count}"
+    return (f"{_number(stat['mean'], sign)} [{_number(stat['ci_low'], sign)}, {_number(stat['ci_high'], sign)}]"
+            f"{count}")
 
 
 def _burden(stat: dict[str, Any], seeds: int, difference: bool = True) -> str:

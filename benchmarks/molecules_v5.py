@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,7 +57,9 @@ ANCHOR_MARGIN = 0.15
 OB_N = 100
 CURVE_EVERY = 100  # calls between the points of the curves (AUC top-10 samples at the same rate)
 MAIN_SEEDS, EXTRA_SEEDS = 5, 3
-LAW_KEYS = ("reward", "diversity/pairwise")  # `divrl fit-law`'s defaults
+# The law's quality is the task reward before shaping, comparable across arms: the logged `reward` is IPS's reward
+# times the inverse group frequency (64x) and carries MaxEnt's and QD's bonuses (decisions.md, 2026-12-02)
+LAW_KEYS = ("divrl/task_reward", "diversity/pairwise")
 LAW_BOOTSTRAP = 1000
 TAUS = ("tau1", "tau2")
 VERDICT_MEASURES = ("novel_yield_tau1", "circles_tau1", "auc_top10")  # each arm against arms 4 and 1
@@ -407,17 +410,35 @@ def run_unit(state: Path, work: Path, unit: Unit, budget: int = BUDGET, max_step
 
 
 # ------------------------------------------------------------------------------------------------ report
+def campaign_commit(state: Path) -> str:
+    """The commit every unit must run from: the last 'Campaign commit: `SHA`' line of decisions.md (as
+    `benchmarks/pinned_worktree.sh` reads it)."""
+    path = state / "decisions.md"
+    recorded = re.findall(r"Campaign commit: `([0-9a-f]{7,40})`", path.read_text()) if path.is_file() else []
+    if not recorded:
+        raise SystemExit(f"molecules_v5: no line 'Campaign commit: `SHA`' in {path}")
+    return recorded[-1]
+
+
 def load_units(state: Path) -> tuple[dict[str, dict[str, dict[int, dict[str, Any]]]], list[str]]:
-    """oracle -> arm -> seed -> metrics.json of every landed campaign unit, and the test units left out."""
+    """oracle -> arm -> seed -> metrics.json of every landed campaign unit, and the units left out with why: test
+    units, units outside the protocol's 75, and units not run from a clean checkout of the campaign commit."""
+    commit = campaign_commit(state)
+    protocol = set(campaign_units(settings(state)["chosen"]))
     units: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
-    tests = []
+    left_out = []
     for path in sorted(state.glob("units/*/*/seed*/metrics.json")):
         metrics = read_json(path)
-        if metrics.get("test"):
-            tests.append(str(path.parent.relative_to(state)))
+        ran_from = str(metrics.get("commit"))
+        why = ("a test unit" if metrics.get("test") else
+               "not one of the protocol's units" if (metrics["oracle"], metrics["arm"], metrics["seed"]) not in protocol
+               else f"ran from {ran_from[:7]}, not the campaign commit {commit[:7]}" if not ran_from.startswith(commit)
+               else "ran from a checkout with changed tracked files" if not metrics.get("commit_clean") else None)
+        if why:
+            left_out.append(f"{path.parent.relative_to(state)} ({why})")
             continue
         units.setdefault(metrics["oracle"], {}).setdefault(metrics["arm"], {})[metrics["seed"]] = metrics
-    return units, tests
+    return units, left_out
 
 
 def direction(stat: dict[str, Any], lower_is_better: bool = False) -> str:
@@ -499,7 +520,8 @@ def analyse(state: Path, units: dict[str, dict[str, dict[int, dict[str, Any]]]],
         arms = {name: units.get(oracle, {}).get(name, {}) for name in ARMS}
         arms = {name: seeds for name, seeds in arms.items() if seeds}
         summary = {name: {**{m: t_interval([u[m] for u in seeds.values() if u[m] is not None]) for m in measures},
-                          "seeds": sorted(seeds), "stopped_short": sum(u["stopped_short"] for u in seeds.values())}
+                          "seeds": sorted(seeds),
+                          "stopped_short_calls": sorted(u["calls"] for u in seeds.values() if u["stopped_short"])}
                    for name, seeds in arms.items()}
         auc = summary.get("reinvent-replay", {}).get("auc_top10", {"mean": math.nan, "n": 0})
         anchor = {"pmo": RANKED_ORACLES[oracle], "arm2": auc, "within": None if auc["n"] == 0 else
@@ -526,7 +548,7 @@ def analyse(state: Path, units: dict[str, dict[str, dict[int, dict[str, Any]]]],
     return out
 
 
-def markdown(pilot: dict[str, Any], analysis: dict[str, Any], missing: list[Unit], tests: list[str]) -> str:
+def markdown(pilot: dict[str, Any], analysis: dict[str, Any], missing: list[Unit], left_out: list[str]) -> str:
     """The report's text: the settings and what landed, the anchor, the claim, divrl's question, the verdicts, the
     per-arm table and the law."""
     from molecules_v4_report import _interval as _stat  # a mean with its interval, as v4's report writes it
@@ -543,8 +565,8 @@ def markdown(pilot: dict[str, Any], analysis: dict[str, Any], missing: list[Unit
     if missing:
         lines += ["", f"**Campaign incomplete**: {len(missing)} units missing: "
                   + ", ".join(f"{o} {a} seed {s}" for o, a, s in missing) + "."]
-    if tests:
-        lines += ["", f"Test units left out (they departed from the protocol): {', '.join(tests)}."]
+    if left_out:
+        lines += ["", f"Units left out (not the protocol's runs): {', '.join(left_out)}."]
     lines += ["", "### Sanity first: arm 2 (REINVENT + filter + replay) against PMO's REINVENT AUC top-10", ""]
     for oracle in chosen:
         anchor = analysis[oracle]["anchor"]
@@ -564,8 +586,12 @@ def markdown(pilot: dict[str, Any], analysis: dict[str, Any], missing: list[Unit
     for oracle in chosen:
         beats = analysis[oracle]["beat_prior"]
         lines.append(f"- {oracle}: " + (", ".join(beats) if beats else "no arm") + " (both paired intervals above 0).")
+    short = sorted({f"{o} {name}" for o in chosen for name, s in analysis[o]["arms"].items()
+                    if s["stopped_short_calls"]})
     lines += ["", "### Verdict per arm against GRPO + filter (arm 4) and prior sampling (arm 1), paired by seed", "",
-              "Arms 7-11 ran 3 seeds (oracle 1 only): their intervals are wide.", "",
+              "Arms 7-11 ran 3 seeds (oracle 1 only): their intervals are wide."
+              + (f" Units of {', '.join(short)} stopped short of B: rows with them compare each unit at the calls it "
+                 "made; the table after this one compares at equal calls." if short else ""), "",
               "| oracle | arm | against | novel Yield@tau1 | #Circles@tau1 | AUC top-10 |", "|---|---|---|---|---|---|"]
     for oracle in chosen:
         for name, refs in analysis[oracle]["verdicts"].items():
@@ -590,10 +616,15 @@ def markdown(pilot: dict[str, Any], analysis: dict[str, Any], missing: list[Unit
               "|---|---|---|---|" + "---|" * len(columns)]
     for oracle in chosen:
         for name, s in analysis[oracle]["arms"].items():
-            lines.append(f"| {oracle} | {ARMS[name].number} {name} | {len(s['seeds'])} | {s['stopped_short']} | "
+            calls = s["stopped_short_calls"]
+            short = f"{len(calls)} ({', '.join(f'{c:,}' for c in calls)} calls)" if calls else "0"
+            lines.append(f"| {oracle} | {ARMS[name].number} {name} | {len(s['seeds'])} | {short} | "
                          + " | ".join(_stat(s[c], difference=False) for c in columns) + " |")
-    lines += ["", "### Quality-diversity law R = -a exp(c D) + b (reward against diversity/pairwise, every logged "
-                  "step, pooled over seeds)", "", "| oracle | arm | c [bootstrap 95%] | R^2 | points |",
+    lines += ["", "### Quality-diversity law R = -a exp(c D) + b (the task reward before shaping against "
+                  "diversity/pairwise, every logged step, pooled over seeds)", "",
+              "Deviation: the protocol's `divrl fit-law` reads the logged `reward` by default, which is the shaped "
+              "reward (IPS's is 64 times the task reward); the fits read `divrl/task_reward`, logged alike for every "
+              "arm (decisions.md, 2026-12-02).", "", "| oracle | arm | c [bootstrap 95%] | R^2 | points |",
               "|---|---|---|---|---|"]
     for oracle in chosen:
         law = analysis[oracle]["law"]
@@ -643,15 +674,15 @@ def figure(state: Path, units: dict[str, dict[int, dict[str, Any]]], oracle: str
 def write_report(state: Path, results: Path, bootstrap: int = LAW_BOOTSTRAP) -> dict[str, Any]:
     """Everything from the committed files alone: results/molecules_v5.{json,md} and the Yield figure."""
     pilot = settings(state)
-    units, tests = load_units(state)
+    units, left_out = load_units(state)
     missing = [(o, a, s) for o, a, s in campaign_units(pilot["chosen"]) if s not in units.get(o, {}).get(a, {})]
     analysis = analyse(state, units, pilot["chosen"], bootstrap)
     result = {"pilot": pilot, "units": {o: {a: {str(s): m for s, m in seeds.items()} for a, seeds in arms.items()}
                                         for o, arms in units.items()},
-              "missing": [list(u) for u in missing], "test_units_left_out": tests, "oracles": analysis}
+              "missing": [list(u) for u in missing], "left_out": left_out, "oracles": analysis}
     results.mkdir(parents=True, exist_ok=True)
     (results / "molecules_v5.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-    (results / "molecules_v5.md").write_text(markdown(pilot, analysis, missing, tests))
+    (results / "molecules_v5.md").write_text(markdown(pilot, analysis, missing, left_out))
     first = units.get(pilot["chosen"][0], {})
     if first:
         figure(state, {a: first[a] for a in ARMS if a in first}, pilot["chosen"][0], results / "molecules_v5_yield.png")

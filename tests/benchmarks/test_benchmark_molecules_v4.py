@@ -101,6 +101,13 @@ def test_oracle_burden_has_no_interval_when_a_seed_never_reached_100() -> None:
     assert report._burden(short, 3).startswith("> B on 1 of 3 seeds: no interval (protocol); deviation")
 
 
+def test_an_interval_writes_thousands_as_whole_numbers_and_the_rest_to_three_digits() -> None:
+    level = {"mean": 3903.4, "ci_low": 3512.0, "ci_high": 4294.8, "n": 5}
+    assert report._interval(level, difference=False) == "3,903 [3,512, 4,295]"
+    assert report._interval({"mean": 1570.0, "ci_low": -12.34, "ci_high": 0.4567, "n": 2}) == \
+        "+1,570 [-12.3, +0.457] (2 seeds)"
+
+
 def test_circles_in_call_order_is_the_protocols_count_in_another_order() -> None:
     from divrl.tasks.molecules.metrics import circles
 

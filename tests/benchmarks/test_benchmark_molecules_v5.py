@@ -26,6 +26,7 @@ MOLECULES = ["CC(=O)Oc1ccccc1C(=O)O", "Cn1c(=O)c2c(ncn2C)n(C)c1=O", "CC(C)Cc1ccc
              "CN1CCC[C@H]1c1cccnc1", "O=C(O)c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "c1ccc2ccccc2c1",
              "CCN(CC)CC(=O)Nc1c(C)cccc1C", "COc1ccc2[nH]cc(CCNC(C)=O)c2c1", "CC1=CC(=O)c2ccccc2C1=O"]
 TAU1, TAU2 = 0.5, 0.8
+CAMPAIGN = "9b27fc69e64d718354d92808452c2dc39a6bd84c"  # the commit the made-up decisions.md records
 
 
 def test_the_75_units_come_seed_by_seed_dealt_alternately_to_two_lanes() -> None:
@@ -76,6 +77,7 @@ def _pilot(state: Path, **extra: object) -> None:
     (state / "pilots").mkdir(parents=True, exist_ok=True)
     (state / "pilots" / "tau.json").write_text(json.dumps({"samples": 10_000, "chosen": ORACLES, "oracles": oracles,
                                                            **extra}))
+    (state / "decisions.md").write_text(f"Campaign commit: `bf1e0a3`\n\nLater: Campaign commit: `{CAMPAIGN[:7]}`\n")
 
 
 def test_test_only_flags_are_refused_without_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,7 +97,8 @@ def test_test_only_flags_are_refused_without_test(tmp_path: Path, monkeypatch: p
 
 
 def _land(state: Path, oracle: str, arm: str, seed: int, hits: int, **extra: object) -> None:
-    """A landed unit of 10 calls whose first `hits` score above tau2, with a logged run for the RL arms."""
+    """A landed unit of 10 calls whose first `hits` score above tau2, run from the campaign commit, with a logged run
+    for the RL arms whose shaped `reward` is 64 times its task reward (as IPS logs it)."""
     folder = v5.unit_dir(state, (oracle, arm, seed))
     folder.mkdir(parents=True)
     history = [(s, 0.9 if i < hits else 0.1) for i, s in enumerate(MOLECULES)]
@@ -103,10 +106,11 @@ def _land(state: Path, oracle: str, arm: str, seed: int, hits: int, **extra: obj
     measures = v5.unit_measures(history, 10, TAU1, TAU2, novel_against=set(MOLECULES[:1]))
     (folder / "metrics.json").write_text(json.dumps({"oracle": oracle, "arm": arm, "seed": seed, "budget": 10,
                                                       "tau1": TAU1, "tau2": TAU2, "stopped_short": False,
-                                                      **measures, **extra}))
+                                                      "commit": CAMPAIGN, "commit_clean": True, **measures, **extra}))
     if arm != "prior":
-        log = [{"step": i, "reward": 0.2 + 0.1 * i - 0.01 * i * i + 0.01 * seed, "diversity/pairwise": 0.9 - 0.1 * i}
-               for i in range(1, 7)]
+        task = [0.2 + 0.1 * i - 0.01 * i * i + 0.01 * seed for i in range(1, 7)]
+        log = [{"step": i, "reward": 64 * r, "divrl/task_reward": r, "diversity/pairwise": 0.9 - 0.1 * i}
+               for i, r in enumerate(task, start=1)]
         (folder / "trainer_state.json").write_text(json.dumps({"log_history": log}))
 
 
@@ -117,9 +121,15 @@ def test_the_report_reads_a_partial_campaign_from_its_files(tmp_path: Path) -> N
         for arm, hits in (("prior", prior), ("reinvent-replay", reinvent), ("ips-replay", ips), ("grpo-filter", grpo)):
             _land(state, ORACLES[0], arm, seed, hits)
     _land(state, ORACLES[1], "ips-replay", 0, 3, test=True, deviations={"budget": 10})
+    _land(state, ORACLES[1], "qd-filter", 0, 3)  # arms 7-11 run on the first oracle only
+    _land(state, ORACLES[1], "grpo", 1, 3, commit="bf1e0a3a2ebe521fb61a6d3bc4b71dbc47a75a14")
+    _land(state, ORACLES[1], "grpo", 2, 3, commit_clean=False)
     result = v5.write_report(state, tmp_path / "results", bootstrap=20)
-    assert len(result["missing"]) == 75 - 12 and result["test_units_left_out"] == [
-        f"units/{ORACLES[1]}/ips-replay/seed0"]
+    assert len(result["missing"]) == 75 - 12 and result["left_out"] == [
+        f"units/{ORACLES[1]}/grpo/seed1 (ran from bf1e0a3, not the campaign commit 9b27fc6)",
+        f"units/{ORACLES[1]}/grpo/seed2 (ran from a checkout with changed tracked files)",
+        f"units/{ORACLES[1]}/ips-replay/seed0 (a test unit)",
+        f"units/{ORACLES[1]}/qd-filter/seed0 (not one of the protocol's units)"]
     first = result["oracles"][ORACLES[0]]
     claim = first["claim"]["tau2"]
     assert claim["yield"]["mean"] == pytest.approx(14 / 3) and claim["yield"]["ci_low"] > 0
@@ -132,12 +142,13 @@ def test_the_report_reads_a_partial_campaign_from_its_files(tmp_path: Path) -> N
     assert verdicts["reinvent-replay"]["grpo-filter"] == dict.fromkeys(v5.VERDICT_MEASURES, "worse")
     assert verdicts["grpo-filter"] == {"prior": dict.fromkeys(v5.VERDICT_MEASURES, "better")}  # not against itself
     assert first["law"]["arms"]["ips-replay"]["points"] == 18 and first["law"]["pooled"]["points"] == 54
+    assert 0 < first["law"]["pooled"]["b"] < 1  # the task reward's scale, not the shaped reward's 64x
     assert result["oracles"][ORACLES[1]]["anchor"]["within"] is None  # nothing landed there
     text = (tmp_path / "results" / "molecules_v5.md").read_text()
     assert text.index("Sanity first") < text.index("The paper's claim") < text.index("divrl's question")
     assert "**Campaign incomplete**: 63 units missing" in text and "**NOT within** 0.15" in text
     assert f"| {ORACLES[0]} | tau2 | +4.67 [" in text and "| NOT reproduced |" in text
-    assert first["equal_calls"] == {} and "Every unit compared reached B" in text
+    assert first["equal_calls"] == {} and "Every unit compared reached B" in text and "Units of " not in text
     assert (tmp_path / "results" / "molecules_v5_yield.png").stat().st_size > 0
     assert json.loads((tmp_path / "results" / "molecules_v5.json").read_text())["missing"][0] == [
         ORACLES[1], "prior", 0]
@@ -240,3 +251,24 @@ def test_every_file_a_unit_keeps_escapes_the_ignore_rules() -> None:
         path = (folder / name).relative_to(repo)
         ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", str(path)], cwd=repo, check=False)
         assert ignored.returncode == 1, f"{path} is ignored by git: a unit would land without it"
+
+
+def test_the_report_names_the_calls_of_a_unit_that_stopped_short(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _pilot(state)
+    for seed in (0, 1):
+        _land(state, ORACLES[0], "prior", seed, 2)
+        _land(state, ORACLES[0], "grpo", seed, 4, **({"stopped_short": True, "calls": 5787} if seed else {}))
+    result = v5.write_report(state, tmp_path / "results", bootstrap=20)
+    assert result["oracles"][ORACLES[0]]["arms"]["grpo"]["stopped_short_calls"] == [5787]
+    text = (tmp_path / "results" / "molecules_v5.md").read_text()
+    assert f"| {ORACLES[0]} | 6 grpo | 2 | 1 (5,787 calls) |" in text and f"| {ORACLES[0]} | 1 prior | 2 | 0 |" in text
+    assert f"Units of {ORACLES[0]} grpo stopped short of B" in text
+
+
+def test_the_report_needs_the_campaign_commit_recorded(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _pilot(state)
+    (state / "decisions.md").write_text("no commit yet\n")
+    with pytest.raises(SystemExit, match="no line 'Campaign commit"):
+        v5.write_report(state, tmp_path / "results", bootstrap=20)
