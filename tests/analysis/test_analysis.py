@@ -19,7 +19,8 @@ def write_run(path, n_points, a=0.4, b=1.5, c=3.0, c0=1.2, noise=0.0, seed=0):
     entropy = 2.0 * diversity + 0.1
     reward_d = -a * np.exp(c * diversity) + b + rng.normal(0, noise, n_points)
     history = [
-        {"step": i + 1, "reward": float(reward_d[i]), "diversity/pairwise": float(diversity[i]),
+        {"step": i + 1, "divrl/task_reward": float(reward_d[i]), "reward": 8 * float(reward_d[i]),  # IPS-like shaping
+         "diversity/pairwise": float(diversity[i]),
          "entropy": float(entropy[i]), "ips/max_scale": 2.0 + i, "loss": 0.1}
         for i in range(n_points)
     ]
@@ -81,6 +82,7 @@ def test_cli_fit_law_and_plot(tmp_path, capsys):
         assert main(["fit-law", *runs, "--bootstrap", "50", "--out", str(tmp_path / "law")]) == 0
     saved = json.loads((tmp_path / "law" / "law_fit.json").read_text())
     assert [r["diversity"]["fit"]["c"] for r in saved] == pytest.approx([3.0, 1.0], rel=0.1)
+    assert [r["diversity"]["fit"]["b"] for r in saved] == pytest.approx([1.5, 1.5], rel=0.1)  # the task reward's b
     assert (tmp_path / "law" / "law_fit.png").stat().st_size > 0
     assert main(["plot", *runs, "--out", str(tmp_path / "curves.png")]) == 0
     assert (tmp_path / "curves.png").stat().st_size > 0

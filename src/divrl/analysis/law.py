@@ -172,7 +172,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("fit-law", help="Fit the quality-diversity and quality-entropy laws (the "
                                                    "quality-diversity paper).")
     parser.add_argument("runs", nargs="+", help="training output directories (with trainer_state.json)")
-    parser.add_argument("--reward-key", default="reward", help="logged mean-reward key (default: reward)")
+    parser.add_argument("--reward-key", default="divrl/task_reward",
+                        help="logged mean-reward key (default: divrl/task_reward, the task reward before a method's "
+                             "shaping, which DivRLTrainer logs for every method; TRL's `reward` is IPS's scaled one; "
+                             "use --reward-key reward for a run of plain GRPOTrainer)")
     parser.add_argument("--diversity-key", default="diversity/pairwise",
                         help="logged diversity key (default: diversity/pairwise)")
     parser.add_argument("--entropy-key", default="entropy", help="logged entropy key (default: entropy)")
