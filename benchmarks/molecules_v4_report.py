@@ -23,6 +23,10 @@ PRIMARY = ("yield", "oracle_burden", "circles", "intdiv")
 ARM_ORDER = ("sample", "grpo", "ips", "grpo+df", "ips+df", "fkl", "qd", "pop", "maxent")
 TARGET = {"ips": ("grpo", "sample"), "ips+df": ("grpo+df", "sample")}
 PLANNED_SEEDS = 5
+# The law's quality is the task reward before the methods' shaping, comparable across arms (under the diversity filter,
+# which wraps the reward function, the filtered one): the logged `reward` is IPS's reward times the inverse group
+# frequency (v5's decisions.md, 2026-12-02)
+LAW_KEYS = ("divrl/task_reward", "diversity/pairwise")
 
 
 def load_units(state: Path) -> dict[str, dict[int, dict[str, Any]]]:
@@ -95,9 +99,9 @@ def load_history(state: Path, arm: str, seed: int) -> list[tuple[str, float]]:
     return [(row["smiles"], row["score"]) for row in rows]
 
 
-def law_fits(state: Path, units: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
-    """R = -a exp(c D) + b over each RL unit's logged steps (reward vs diversity/pairwise): per seed, per arm
-    (points pooled) and over every arm at once."""
+def law_fits(state: Path, units: dict[str, dict[int, dict[str, Any]]], reward_key: str = LAW_KEYS[0]) -> dict[str, Any]:
+    """R = -a exp(c D) + b over each RL unit's logged steps (`reward_key` against diversity/pairwise): per seed, per
+    arm (points pooled) and over every arm at once."""
     from divrl.analysis.law import MIN_POINTS, fit_exponential_law
     from divrl.analysis.runs import load_log_history, metric_series
 
@@ -115,7 +119,7 @@ def law_fits(state: Path, units: dict[str, dict[int, dict[str, Any]]]) -> dict[s
             log = state / "units" / f"{arm}-seed{seed}"
             if not (log / "trainer_state.json").is_file():
                 continue
-            points = [(d, r) for _, r, d in metric_series(load_log_history(log), "reward", "diversity/pairwise")]
+            points = [(d, r) for _, r, d in metric_series(load_log_history(log), reward_key, LAW_KEYS[1])]
             per_seed[seed] = fit(points)
             arm_points += points
         if per_seed:
@@ -354,7 +358,8 @@ def markdown(settings: dict[str, Any], units: dict[str, dict[int, dict[str, Any]
             lines.append(f"| {arm} | {seed} | {f['validity']:.3f} | {_cell(f['mean_mpo_valid'])} | "
                          f"{f['uniqueness']:.3f} | {_fresh_distinct(f)} | {f['circles_above_tau']} |")
     laws = result["law"]
-    lines += ["", "### Quality-diversity law R = -a exp(c D) + b over each RL run's logged steps", "",
+    lines += ["", "### Quality-diversity law R = -a exp(c D) + b over each RL run's logged steps (the task reward "
+                  "before shaping against diversity/pairwise; corrected, see below)", "",
               "| arm | pooled R^2 | c | points | per-seed R^2 |", "|---|---|---|---|---|"]
     for arm, fits in laws["arms"].items():
         pooled = fits["pooled"]
@@ -399,6 +404,13 @@ def corrections_markdown(settings: dict[str, Any], units: dict[str, dict[int, di
              f"- Budget: {fix['stopped_short']} of {fix['runs']} runs stopped short of B (the protocol's step or "
              "sample cap), so not every run spent the same budget; Yield at B credits each with the calls it made. The "
              "equal-calls table below compares at a budget every run reached."]
+    first = fix.get("law_first_report")
+    if first:
+        lines.append("- Quality-diversity law (corrected 2026-12-02): the first report fitted the logged `reward`, "
+                     "which for the IPS arms is up to 8 times the task reward (the inverse frequency in a group of 8; "
+                     "the other arms' equals it), so one pooled fit mixed scales: it gave R^2 "
+                     f"{first['all_arms']['r2']:.3f} against a mean per-arm R^2 of {first['mean_per_arm_r2']:.3f}. "
+                     "The law table above now fits `divrl/task_reward`, logged alike for every arm.")
     if commits:
         lines.append(f"- Histories committed late: the protocol commits each history with its unit; "
                      f"{commits['largest_batch_histories']} of the {commits['units']} came in one commit "
@@ -450,7 +462,8 @@ def write_report(state: Path, results: Path) -> dict[str, Any]:
                              **{m: paired(units, arm, reference, m) for m in PRIMARY}})
     result = {"settings": settings, "units": {a: {str(s): m for s, m in seeds.items()} for a, seeds in units.items()},
               "arms": arm_summaries(units), "paired": rows, "verdicts": verdicts(units), "law": law_fits(state, units),
-              "corrections": corrections(state, units, rows)}
+              "corrections": {**corrections(state, units, rows),
+                              "law_first_report": law_fits(state, units, reward_key="reward")}}
     results.mkdir(parents=True, exist_ok=True)
     (results / "molecules_v4.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     (results / "molecules_v4.md").write_text(markdown(settings, units, result))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from molecules_v4 import CIRCLE_DISTANCE, divrl, log, read_json, write_json
+from molecules_v4_report import LAW_KEYS  # the task reward, not IPS's 64x nor MaxEnt's and QD's bonuses
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / "benchmarks" / "evidence" / "molecules_v5"
@@ -57,9 +58,6 @@ ANCHOR_MARGIN = 0.15
 OB_N = 100
 CURVE_EVERY = 100  # calls between the points of the curves (AUC top-10 samples at the same rate)
 MAIN_SEEDS, EXTRA_SEEDS = 5, 3
-# The law's quality is the task reward before shaping, comparable across arms: the logged `reward` is IPS's reward
-# times the inverse group frequency (64x) and carries MaxEnt's and QD's bonuses (decisions.md, 2026-12-02)
-LAW_KEYS = ("divrl/task_reward", "diversity/pairwise")
 LAW_BOOTSTRAP = 1000
 TAUS = ("tau1", "tau2")
 VERDICT_MEASURES = ("novel_yield_tau1", "circles_tau1", "auc_top10")  # each arm against arms 4 and 1

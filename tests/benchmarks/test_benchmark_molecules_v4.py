@@ -34,7 +34,8 @@ def test_budget_measures_read_only_the_first_b_calls() -> None:
 
 
 def _unit(state: Path, arm: str, seed: int, hits: int, calls: int = 10) -> None:
-    """A landed unit whose first `hits` calls score above tau."""
+    """A landed unit whose first `hits` calls score above tau; an IPS run logs its shaped `reward` at 8 times its task
+    reward, as v4's IPS runs did."""
     folder = state / "units" / f"{arm}-seed{seed}"
     folder.mkdir(parents=True)
     history = [(s, 0.9 if i < hits else 0.1) for i, s in enumerate(MOLECULES[:calls])]
@@ -44,8 +45,9 @@ def _unit(state: Path, arm: str, seed: int, hits: int, calls: int = 10) -> None:
     (folder / "metrics.json").write_text(json.dumps({"arm": arm, "seed": seed, "B": 10, "tau": 0.8, **measures,
                                                       "stopped_short": calls < 10, "fresh": fresh}))
     if arm != "sample":
-        log = [{"step": i, "reward": 0.2 + 0.1 * i - 0.01 * i * i, "diversity/pairwise": 0.9 - 0.1 * i}
-               for i in range(1, 7)]
+        scale = 8 if arm.startswith("ips") else 1
+        log = [{"step": i, "reward": scale * r, "divrl/task_reward": r, "diversity/pairwise": 0.9 - 0.1 * i}
+               for i, r in enumerate((0.2 + 0.1 * i - 0.01 * i * i for i in range(1, 7)), start=1)]
         (folder / "trainer_state.json").write_text(json.dumps({"log_history": log}))
 
 
@@ -77,6 +79,10 @@ def test_report_pairs_by_seed_and_gives_the_verdict(state: Path, tmp_path: Path)
     assert "provisional: 3 of 5 seeds" in text and "(stopped short)" in text
     assert (tmp_path / "results" / "molecules_v4_yield.png").stat().st_size > 0
     assert result["law"]["arms"]["grpo"]["pooled"]["points"] == 18  # 3 seeds x 6 logged steps
+    # the task reward is one curve for every arm: one law fits them all; the shaped reward splits IPS off
+    assert result["law"]["all_arms"]["r2"] > 0.95
+    assert result["corrections"]["law_first_report"]["all_arms"]["r2"] < 0.5
+    assert "the first report fitted the logged `reward`" in text
     ips = result["arms"]["ips"]  # hits 6, 7, 8 (seed 0 stopped short after 8 calls)
     assert ips["yield"]["mean"] == pytest.approx(7.0) and ips["yield"]["ci_low"] < 7.0 < ips["yield"]["ci_high"]
     assert (ips["stopped_short"], ips["seeds"], ips["oracle_burden"]["n"]) == (1, [0, 1, 2], 0)
