@@ -632,6 +632,9 @@ def markdown(pilot: dict[str, Any], analysis: dict[str, Any], missing: list[Unit
             lines.append(f"| {oracle} | {name} | {row} |")
         holds = {None: "undecided", True: "holds", False: "does NOT hold"}[law["one_law_holds"]]
         lines.append(f"| {oracle} | one law | {holds} | | |")
+    lines += ["", "How to read the law: the bootstrap resamples logged steps, which follow each other within a run, so "
+                  "its intervals are narrower than seed-level ones; an arm whose fit explains little (low R^2) has an "
+                  "interval wide enough to overlap any other, and counts in the rule all the same (the protocol's)."]
     lines += ["", f"![Yield@tau1 against calls, {chosen[0]}](molecules_v5_yield.png)"]
     return "\n".join(lines) + "\n"
 
