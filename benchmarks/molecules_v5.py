@@ -635,7 +635,7 @@ def markdown(pilot: dict[str, Any], analysis: dict[str, Any], missing: list[Unit
     lines += ["", "How to read the law: the bootstrap resamples logged steps, which follow each other within a run, so "
                   "its intervals are narrower than seed-level ones; an arm whose fit explains little (low R^2) has an "
                   "interval wide enough to overlap any other, and counts in the rule all the same (the protocol's)."]
-    lines += ["", f"![Yield@tau1 against calls, {chosen[0]}](molecules_v5_yield.png)"]
+    lines += ["", f"![Yield@tau1 against calls, {chosen[0]}](benchmarks/results/molecules_v5_yield.png)"]
     return "\n".join(lines) + "\n"
 
 
